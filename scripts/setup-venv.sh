@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# .venv: the runtime of vLLM 0.11.0 (CPU) and the test references, from the
+# date-pinned lock requirements/runtime.lock, bytecode compiled (vLLM
+# imports take twice as long without it here). ~4 GB of downloads cold.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+uv=build/tools/bin/uv
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv"
+  "$uv" venv --quiet --python python3.11 .venv
+fi
+echo "setup: installing requirements/runtime.lock into .venv" \
+  "($(grep -c '^[a-z]' requirements/runtime.lock) packages; torch alone is ~900 MB)"
+UV_HTTP_TIMEOUT=${UV_HTTP_TIMEOUT:-300} "$uv" pip install \
+  --python .venv/bin/python --compile-bytecode -r requirements/runtime.lock
+touch .venv/.stamp

@@ -1,0 +1,67 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Shared fixtures: the real splade-tiny checkpoint, one vLLM engine and one
+sentence-transformers reference for it, made once per session."""
+import gc
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+# Engines in-process start in 2-4 s instead of 8-16 s; nothing here needs a
+# hub; a small CPU KV cache lets several engines live in one session.
+os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+
+from tests.utils import SPLADE_OVERRIDES
+
+
+def free_engine(llm) -> None:
+    """Drop an in-process engine and its distributed state."""
+    from vllm.distributed import cleanup_dist_env_and_memory
+    del llm
+    gc.collect()
+    cleanup_dist_env_and_memory()
+
+
+def make_llm(model: str, **kwargs):
+    from vllm import LLM
+    kwargs.setdefault("hf_overrides", SPLADE_OVERRIDES)
+    return LLM(model=model,
+               runner="pooling",
+               dtype="float32",
+               enforce_eager=True,
+               **kwargs)
+
+
+@pytest.fixture(scope="session")
+def splade_tiny() -> str:
+    path = Path(os.environ.get("SPLADE_TINY", ROOT / "build/models/splade-tiny"))
+    if not (path / "model.safetensors").is_file():
+        pytest.fail(f"{path} is missing: run `make checkpoint` first")
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def splade_llm(splade_tiny):
+    llm = make_llm(splade_tiny)
+    yield llm
+    free_engine(llm)
+
+
+@pytest.fixture(scope="session")
+def splade_st(splade_tiny):
+    from sentence_transformers import SparseEncoder
+    return SparseEncoder(splade_tiny, device="cpu")
+
+
+def vllm_vectors(llm, texts):
+    import torch
+    return torch.tensor([o.outputs.embedding for o in llm.embed(texts)])
+
+
+def st_vectors(encoder, texts):
+    return encoder.encode(texts, convert_to_tensor=True,
+                          batch_size=16).to_dense().float()

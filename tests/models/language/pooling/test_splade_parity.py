@@ -1,0 +1,140 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The patched vLLM against its references on real and synthetic
+checkpoints: sentence-transformers' SparseEncoder, HF transformers and the
+SPLADE formula."""
+import pytest
+import torch
+
+from tests.conftest import (free_engine, make_llm, st_vectors,
+                            vllm_vectors)
+from tests.models.language.pooling.splade_texts import PARITY_TEXTS
+
+TOL = 1e-5
+
+
+@pytest.fixture(scope="module")
+def splade_tiny_reference(splade_st):
+    return st_vectors(splade_st, PARITY_TEXTS)
+
+
+@pytest.fixture(scope="module")
+def splade_tiny_vllm(splade_llm):
+    return vllm_vectors(splade_llm, PARITY_TEXTS)
+
+
+def test_text_set_covers_the_length_range(splade_st):
+    lens = [len(splade_st.tokenizer(t)["input_ids"]) for t in PARITY_TEXTS]
+    assert len(PARITY_TEXTS) >= 50
+    assert min(lens) <= 3 and 480 <= max(lens) <= 512
+
+
+def test_trained_checkpoint_matches_sentence_transformers(
+        splade_tiny_vllm, splade_tiny_reference):
+    got, want = splade_tiny_vllm, splade_tiny_reference
+    assert got.shape == want.shape == (len(PARITY_TEXTS), 30522)
+    nnz = (want > 0).sum(1).tolist()
+    print(f"\nnnz per text (min {min(nnz)}, max {max(nnz)}): {nnz}")
+    worst = (got - want).abs().max().item()
+    print(f"max abs difference over {len(PARITY_TEXTS)} texts: {worst:.3g}")
+    for text, g, w in zip(PARITY_TEXTS, got, want):
+        assert torch.equal(g > 0, w > 0), f"non-zero terms differ: {text!r}"
+        assert (g - w).abs().max().item() <= TOL, text
+    # It is a real SPLADE model: sparse, and it expands queries.
+    assert max(nnz) < 1000
+
+
+def test_batch_equals_one_by_one(splade_llm, splade_tiny_vllm):
+    # Very different lengths in one call vs each text alone.
+    picks = [0, 6, 45, 50, 3, 49, 10]
+    alone = torch.cat(
+        [vllm_vectors(splade_llm, [PARITY_TEXTS[i]]) for i in picks])
+    batched = splade_tiny_vllm[picks]
+    # Same terms; weights equal up to fp32 GEMM blocking differences.
+    assert torch.equal(alone > 0, batched > 0)
+    torch.testing.assert_close(alone, batched, rtol=0, atol=TOL)
+
+
+def _save_synthetic_bert(path, *, masked_lm: bool):
+    """A seeded random BERT with a WordPiece tokenizer built offline."""
+    from transformers import (BertConfig, BertForMaskedLM, BertModel,
+                              BertTokenizerFast)
+    words = sorted({w.strip(".,?!'").lower()
+                    for t in PARITY_TEXTS[:45] for w in t.split()} - {""})
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + words
+    vocab += [c for c in "abcdefghijklmnopqrstuvwxyz0123456789"
+              if c not in vocab]
+    vocab += ["##" + c for c in "abcdefghijklmnopqrstuvwxyz0123456789"]
+    (path / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    BertTokenizerFast(str(path / "vocab.txt")).save_pretrained(path)
+    torch.manual_seed(1234)
+    config = BertConfig(vocab_size=len(vocab) + 7,
+                        hidden_size=48,
+                        num_hidden_layers=3,
+                        num_attention_heads=4,
+                        intermediate_size=96,
+                        max_position_embeddings=256,
+                        hidden_act="relu",
+                        layer_norm_eps=1e-7,
+                        tie_word_embeddings=not masked_lm)
+    model = (BertForMaskedLM if masked_lm else BertModel)(config).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.2)  # Sharper than the default init.
+    model.save_pretrained(path)
+    return model
+
+
+def test_synthetic_untied_checkpoint_matches_hf(tmp_path):
+    """Untied decoder, relu, vocab != 30522, layer_norm_eps != 1e-12."""
+    hf = _save_synthetic_bert(tmp_path, masked_lm=True)
+    assert not torch.equal(hf.cls.predictions.decoder.weight,
+                           hf.bert.embeddings.word_embeddings.weight)
+    from transformers import AutoTokenizer
+    tok = AutoTokenizer.from_pretrained(tmp_path)
+    texts = PARITY_TEXTS[:45]
+    want = []
+    with torch.no_grad():
+        for t in texts:
+            logits = hf(**tok(t, return_tensors="pt")).logits[0]
+            want.append(torch.log1p(torch.relu(logits)).amax(0))
+    llm = make_llm(str(tmp_path))
+    try:
+        got = vllm_vectors(llm, texts)
+    finally:
+        free_engine(llm)
+    want = torch.stack(want)
+    assert got.shape == (len(texts), hf.config.vocab_size)
+    for text, g, w in zip(texts, got, want):
+        assert torch.equal(g > 0, w > 0), text
+        assert (g - w).abs().max().item() <= TOL, text
+
+
+def test_dense_bert_model_still_embeds_as_before(tmp_path):
+    """No regression: BertModel keeps CLS pooling + normalisation."""
+    hf = _save_synthetic_bert(tmp_path, masked_lm=False)
+    from transformers import AutoTokenizer
+    tok = AutoTokenizer.from_pretrained(tmp_path)
+    texts = PARITY_TEXTS[:20]
+    with torch.no_grad():
+        want = torch.stack([
+            torch.nn.functional.normalize(
+                hf(**tok(t, return_tensors="pt")).last_hidden_state[0, 0],
+                dim=-1) for t in texts
+        ])
+    llm = make_llm(str(tmp_path), hf_overrides=None)
+    try:
+        got = vllm_vectors(llm, texts)
+    finally:
+        free_engine(llm)
+    assert got.shape == (len(texts), 48)
+    torch.testing.assert_close(got, want, rtol=0, atol=TOL)
+
+
+def test_checkpoint_without_mlm_head_fails_clearly(tmp_path):
+    _save_synthetic_bert(tmp_path, masked_lm=False)
+    with pytest.raises(Exception) as info:
+        make_llm(str(tmp_path))
+    message = str(info.value)
+    for name in ("cls.predictions.transform.dense.weight",
+                 "cls.predictions.bias"):
+        assert name in message, message

@@ -1,0 +1,94 @@
+# SPDX-License-Identifier: Apache-2.0
+"""A vLLM server on a free loopback port, started and stopped by PID."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from typing import Any, Optional
+
+SPLADE_OVERRIDES = {"architectures": ["BertSpladeSparseEmbeddingModel"]}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class SpladeServer:
+    """`vllm serve` of a SPLADE checkpoint, for the duration of a with."""
+
+    def __init__(self,
+                 model: str,
+                 hf_overrides: Optional[dict] = SPLADE_OVERRIDES,
+                 extra_args: tuple[str, ...] = (),
+                 timeout: float = 180.0) -> None:
+        self.model = "splade"
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.args = [
+            sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", model,
+            "--served-model-name", self.model, "--runner", "pooling",
+            "--dtype", "float32", "--enforce-eager", "--host", "127.0.0.1",
+            "--port", str(self.port), *extra_args
+        ]
+        if hf_overrides:
+            self.args += ["--hf-overrides", json.dumps(hf_overrides)]
+        self.timeout = timeout
+        self.proc: Optional[subprocess.Popen] = None
+
+    def __enter__(self) -> "SpladeServer":
+        env = dict(os.environ, HF_HUB_OFFLINE="1")
+        self.log = open(f"/tmp/splade-server-{self.port}.log", "w")
+        self.proc = subprocess.Popen(self.args,
+                                     env=env,
+                                     stdout=self.log,
+                                     stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        deadline = time.monotonic() + self.timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited: see {self.log.name}")
+            try:
+                with urllib.request.urlopen(self.url + "/health", timeout=2):
+                    return self
+            except (urllib.error.URLError, ConnectionError, OSError):
+                time.sleep(0.5)
+        self.__exit__()
+        raise TimeoutError(f"server not healthy in {self.timeout}s")
+
+    def __exit__(self, *exc) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self.log.close()
+
+    def request(self,
+                path: str,
+                body: Any = None,
+                raw: Optional[bytes] = None,
+                content_type: str = "application/json",
+                timeout: float = 120.0) -> tuple[int, bytes]:
+        data = raw if raw is not None else json.dumps(body).encode()
+        req = urllib.request.Request(self.url + path,
+                                     data=data,
+                                     headers={"Content-Type": content_type})
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()
+
+    def post(self, path: str, body: Any) -> Any:
+        status, data = self.request(path, body)
+        assert status == 200, (status, data[:500])
+        return json.loads(data)
