@@ -19,11 +19,10 @@ from tests.utils import SPLADE_OVERRIDES
 
 
 def free_engine(llm) -> None:
-    """Drop an in-process engine and its distributed state."""
-    from vllm.distributed import cleanup_dist_env_and_memory
+    """Drop an in-process engine. The distributed state stays: it is
+    process-wide and shared with the session's engine."""
     del llm
     gc.collect()
-    cleanup_dist_env_and_memory()
 
 
 def make_llm(model: str, **kwargs):

@@ -60,7 +60,7 @@ PARITY_TEXTS: list[str] = [
     # Repeated words.
     "the the the the the the the the",
     "buffalo buffalo buffalo buffalo buffalo buffalo buffalo buffalo",
-    "data " * 50,
+    " ".join(["data"] * 50),
     "repeat after me: sparse sparse dense sparse dense dense",
     # Sentences and passages of growing length.
     "The capital of France is Paris.",
