@@ -72,6 +72,10 @@ class SpladeServer:
                 self.proc.wait()
         self.log.close()
 
+    def health(self) -> int:
+        with urllib.request.urlopen(self.url + "/health", timeout=10) as r:
+            return r.status
+
     def request(self,
                 path: str,
                 body: Any = None,

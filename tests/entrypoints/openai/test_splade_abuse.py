@@ -1,0 +1,211 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The served SPLADE model under abuse: a generated set of bad and odd
+requests to /embed_sparse, /v1/embeddings and /pooling, then 16 concurrent
+clients mixing good and bad ones. Never a 5xx or a hang, every bad request
+a 4xx with a message, every good answer equal to the offline result."""
+import json
+import random
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import pytest
+import torch
+
+from tests.models.language.pooling.splade_texts import PARITY_TEXTS
+
+ODD_TEXTS = [
+    "", " ", "   \t\n ", "😀🚀🔥 emoji only 🎉", "مرحبا بالعالم من اليمين",
+    "e\u0301 a\u0308 o\u0303 combining marks", "control \x00\x01\x07\x1b chars",
+    "\u202eright-to-left override", "\ufeffbyte order mark", "a" * 2000,
+    "x" * 1, "🙂" * 300, "\u0000"
+]
+TOO_LONG = "word " * 700
+
+
+@dataclass
+class Case:
+    path: str
+    body: Optional[Any] = None  # JSON body, or raw bytes
+    expect: str = "ok"  # ok: 200 and correct; bad: 4xx; any: no 5xx
+    texts: Optional[list[str]] = None  # what a good answer is checked for
+    content_type: str = "application/json"
+
+
+def generate_cases(model: str) -> list[Case]:
+    rng = random.Random(2024)
+    cases: list[Case] = []
+    good_texts = PARITY_TEXTS[:45] + ODD_TEXTS
+
+    def sparse(body, expect="ok", texts=None):
+        cases.append(Case("/embed_sparse", body, expect, texts))
+
+    def dense(path, body, expect="ok", texts=None):
+        cases.append(Case(path, {"model": model, **body}, expect, texts))
+
+    # Good requests, one text and small batches, odd text included.
+    for text in good_texts:
+        sparse({"inputs": text}, texts=[text])
+        dense("/v1/embeddings", {"input": text}, texts=[text])
+    for _ in range(20):
+        batch = rng.sample(good_texts, rng.randint(2, 8))
+        sparse({"inputs": batch}, texts=batch)
+        dense("/v1/embeddings", {"input": batch}, texts=batch)
+    for text in ["hello", "what causes aging fast", "😀", ""]:
+        dense("/pooling", {"input": text}, texts=[text])
+    big = [rng.choice(PARITY_TEXTS[:45]) for _ in range(1000)]
+    sparse({"inputs": big}, texts=big)
+    sparse({"inputs": "a b c", "top_k": 10**30}, texts=["a b c"])
+    dense("/v1/embeddings", {"input": "a", "encoding_format": "base64"},
+          expect="any")
+
+    # Bad requests: each must be a 4xx with a message.
+    bad_bodies = [
+        {}, {"inputs": []}, {"inputs": None}, {"inputs": 5}, {"inputs": [1]},
+        {"inputs": [["nested"]]}, {"inputs": [None]}, {"inputs": {"a": 1}},
+        {"inputs": ["ok", 3]}, {"inputs": TOO_LONG},
+        {"inputs": ["ok", TOO_LONG]}, {"inputs": "a", "top_k": -1},
+        {"inputs": "a", "top_k": 0}, {"inputs": "a", "top_k": 1.5},
+        {"inputs": "a", "top_k": "3"}, {"inputs": "a", "top_k": -10**30},
+        {"inputs": "a", "truncate": "yes"}, {"inputs": "a", "unknown": 1},
+        {"inputs": "a", "truncation_direction": "up"},
+        {"inputs": "a", "prompt_name": "q"}, {"inputs": "a", "model": "nope"},
+        {"inputs": "a", "return_tokens": "no"}, [1, 2, 3], "just a string",
+        42, None
+    ]
+    for body in bad_bodies:
+        sparse(body, expect="bad")
+    for body in [{"input": TOO_LONG}, {"input": []}, {"input": [[]]},
+                 {"input": None}, {"input": [[10**9]]}, {"input": [[-5]]},
+                 {"input": [[1, -1, 2]]}, {"input": "a", "dimensions": 7},
+                 {"input": "a", "dimensions": -1}, {"input": [[1, 2], "x"]},
+                 {"input": {"a": 1}}]:
+        dense("/v1/embeddings", body, expect="bad")
+        dense("/pooling", body, expect="bad")
+    for path in ["/embed_sparse", "/v1/embeddings", "/pooling"]:
+        for raw in [b"{not json", b"", b"\xff\xfe", b'{"inputs": "a"',
+                    b"[" * 5000]:
+            cases.append(Case(path, raw, "bad"))
+        cases.append(
+            Case(path, b'{"inputs": "a", "input": "a"}', "bad", None,
+                 "text/plain"))
+    # Odd but valid for vLLM's own endpoints: extra fields are ignored.
+    dense("/v1/embeddings", {"input": "a", "unknown": 1}, expect="any")
+    return cases
+
+
+def check(server, case: Case, offline) -> str:
+    """Send one case; return 'ok', '4xx', '5xx' or 'mismatch'."""
+    if isinstance(case.body, bytes):
+        status, data = server.request(case.path,
+                                      raw=case.body,
+                                      content_type=case.content_type,
+                                      timeout=120)
+    else:
+        status, data = server.request(case.path,
+                                      case.body,
+                                      content_type=case.content_type,
+                                      timeout=120)
+    if status >= 500:
+        return "5xx"
+    if status != 200:
+        error = json.loads(data)
+        # vLLM's ErrorResponse; FastAPI's own {"detail"} for bodies it
+        # cannot parse at all.
+        message = (error["error"]["message"]
+                   if "error" in error else error["detail"])
+        assert 400 <= status < 500 and message, (case, data[:300])
+        assert case.expect != "ok", (case, data[:300])
+        return "4xx"
+    assert case.expect != "bad", (case, data[:300])
+    if case.texts is None:
+        return "ok"
+    body = json.loads(data)
+    if case.path == "/embed_sparse":
+        got = torch.zeros(len(body), 30522)
+        for row, terms in zip(got, body):
+            for term in terms:
+                row[term["index"]] = term["value"]
+    elif case.path == "/v1/embeddings":
+        got = torch.tensor([d["embedding"] for d in body["data"]])
+    else:  # /pooling: per-token weights, which max-pool to the vector.
+        got = torch.stack(
+            [torch.tensor(d["data"]).amax(0) for d in body["data"]])
+    want = offline(case.texts)
+    if got.shape != want.shape or not torch.equal(got > 0, want > 0) or (
+            got - want).abs().max().item() > 1e-5:
+        return "mismatch"
+    return "ok"
+
+
+@pytest.fixture(scope="module")
+def offline(splade_llm):
+    """Offline vectors of any text, from the same token ids the server
+    uses; cached."""
+    cache: dict[str, torch.Tensor] = {}
+    tokenizer = splade_llm.get_tokenizer()
+    lock = threading.Lock()
+
+    def vectors(texts: list[str]) -> torch.Tensor:
+        with lock:
+            todo = sorted(set(texts) - set(cache))
+            if todo:
+                prompts = [{
+                    "prompt_token_ids": tokenizer(t)["input_ids"]
+                } for t in todo]
+                outs = splade_llm.embed(prompts, use_tqdm=False)
+                for t, o in zip(todo, outs):
+                    cache[t] = torch.tensor(o.outputs.embedding)
+            return torch.stack([cache[t] for t in texts])
+
+    return vectors
+
+
+def test_generated_bad_and_odd_requests(splade_server, offline):
+    cases = generate_cases(splade_server.model)
+    assert len(cases) >= 200
+    counts = {"ok": 0, "4xx": 0, "5xx": 0, "mismatch": 0}
+    for case in cases:
+        counts[check(splade_server, case, offline)] += 1
+    print(f"\nabuse: {len(cases)} requests: {counts}")
+    assert counts["5xx"] == 0 and counts["mismatch"] == 0
+    assert splade_server.health() == 200
+
+
+def test_concurrent_clients_mixed_good_and_bad(splade_server, offline):
+    # All but the 1,000-text batch, which the first test covers.
+    cases = [
+        c for c in generate_cases(splade_server.model)
+        if c.texts is None or len(c.texts) < 1000
+    ]
+    counts = {"ok": 0, "4xx": 0, "5xx": 0, "mismatch": 0, "error": 0}
+    lock = threading.Lock()
+    deadline = time.monotonic() + 20
+
+    def client(seed: int) -> None:
+        rng = random.Random(seed)
+        while time.monotonic() < deadline:
+            case = rng.choice(cases)
+            try:
+                result = check(splade_server, case, offline)
+            except Exception:  # Wrong status class or a timeout.
+                result = "error"
+            with lock:
+                counts[result] += 1
+
+    threads = [threading.Thread(target=client, args=(i, )) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=180)
+    assert not any(t.is_alive() for t in threads), "a client hung"
+    total = sum(counts.values())
+    print(f"\nload: 16 clients x 20 s: {total} requests: {counts}")
+    assert counts["5xx"] == counts["mismatch"] == counts["error"] == 0
+    assert total > 100
+    # Still healthy and still right afterwards.
+    assert splade_server.health() == 200
+    assert check(splade_server, Case("/embed_sparse", {"inputs": "ok"},
+                                     texts=["ok"]), offline) == "ok"
+
