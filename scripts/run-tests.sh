@@ -2,7 +2,8 @@
 # The test lanes, in order: our tests (tests/), then the series' vLLM tests
 # and the registry subset of vLLM's own suite, from a copy of the patched
 # tree's tests/ (from inside build/vllm the source vllm/, which has no
-# compiled _C, would shadow the installed build).
+# compiled _C, would shadow the installed build). Each lane's closing
+# pytest line goes to build/test-summary.txt (used by make pr).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
@@ -10,12 +11,26 @@ export VLLM_ENABLE_V1_MULTIPROCESSING=0 VLLM_CPU_KVCACHE_SPACE=1
 export SPLADE_TINY="$PWD/build/models/splade-tiny"
 export VLLM_TEST_SPLADE_MODEL="$SPLADE_TINY"
 py="$PWD/.venv/bin/python"
-pytest_args=(-p no:cacheprovider -q -rfEs --timeout=900 ${PYTEST_ARGS:-})
+summary="$PWD/build/test-summary.txt"
+: > "$summary"
 
-echo "== tests/ (ours)"
-"$py" -m pytest "${pytest_args[@]}" tests
+lane() {  # lane NAME PYTEST-ARGS...: run pytest, keep its closing line
+  local name=$1 log
+  shift
+  log=$(mktemp)
+  echo "== $name"
+  set +e
+  "$py" -m pytest -p no:cacheprovider -q -rfEs --timeout=900 ${PYTEST_ARGS:-} \
+    "$@" 2>&1 | tee "$log"
+  local rc=${PIPESTATUS[0]}
+  set -e
+  echo "$name: $(grep -E '^=* ?[0-9]+ (passed|failed)' "$log" | tail -n 1 | tr -d '=')" \
+    >> "$summary"
+  rm -f "$log"
+  return "$rc"
+}
 
-echo "== vLLM's tests/ from the patched tree: the series' tests + registry"
+lane "ours (tests/)" tests
 copy=build/vllm-tests
 rm -rf "$copy"
 mkdir -p "$copy"
@@ -23,7 +38,9 @@ cp -r build/vllm/tests "$copy/tests"
 cp build/vllm/pyproject.toml "$copy/"
 (
   cd "$copy"
-  "$py" -m pytest "${pytest_args[@]}" tests/models/language/pooling/test_splade.py
-  "$py" -m pytest "${pytest_args[@]}" tests/models/test_registry.py \
+  lane "vLLM: the series' tests" tests/models/language/pooling/test_splade.py
+  lane "vLLM: registry (Bert, coverage, Splade)" tests/models/test_registry.py \
     -k "Bert or coverage or Splade"
 )
+echo "== summary"
+cat "$summary"
