@@ -8,7 +8,7 @@ VENV := .venv/.stamp
 export PYTHON ?= $(CURDIR)/build/tools/bin/python
 
 .PHONY: help source apply refresh-patches check build-wheel build-wheel-cpu \
-        checkpoint setup test serve lock clean
+        checkpoint setup test serve pr lock clean
 
 help: ## This list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -47,6 +47,9 @@ test: setup build-wheel check ## Everything above, then all test lanes
 
 serve: setup ## Serve splade-tiny on 127.0.0.1 (PORT=8000)
 	scripts/serve.sh
+
+pr: apply ## Signed-off PR branch 'splade-pr' + build/PR.md (no push)
+	scripts/make-pr.sh
 
 lock: $(TOOLS) ## Re-lock requirements/runtime.lock (date-pinned)
 	build/tools/bin/uv pip compile requirements/runtime.in --no-header \
