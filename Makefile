@@ -4,11 +4,12 @@ SHELL := bash
 .DEFAULT_GOAL := help
 FULL ?= 0
 TOOLS := build/tools/.stamp
+LINT_TOOLS := build/lint-tools/.stamp
 VENV := .venv/.stamp
 export PYTHON ?= $(CURDIR)/build/tools/bin/python
 
 .PHONY: help source apply refresh-patches check build-wheel build-wheel-cpu \
-        checkpoint setup test serve pr lock clean
+        checkpoint setup lint test serve pr lock clean
 
 help: ## This list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -26,6 +27,9 @@ refresh-patches: ## Regenerate patches/ from the 'splade' branch
 check: source ## Each prefix of the series applies and byte-compiles
 	scripts/check-series.sh
 
+lint: source $(LINT_TOOLS) ## vLLM's pre-commit linters on the tree after each patch
+	scripts/lint-series.sh 2>&1 | tee build/lint.log; exit $${PIPESTATUS[0]}
+
 build-wheel: apply $(TOOLS) ## Patched CUDA wheel in dist/ (FULL=1: compile with nvcc)
 ifeq ($(FULL),1)
 	PYTHON=python3 scripts/build-wheel-from-source.sh
@@ -42,7 +46,7 @@ checkpoint: ## The trained splade-tiny checkpoint in build/models
 setup: $(VENV) build-wheel-cpu checkpoint ## .venv with the patched CPU build
 	scripts/install-wheel.sh
 
-test: setup build-wheel check ## Everything above, then all test lanes
+test: setup build-wheel check lint ## Everything above, then all test lanes
 	scripts/run-tests.sh
 
 serve: setup ## Serve splade-tiny on 127.0.0.1 (PORT=8000)
@@ -61,6 +65,9 @@ clean: ## Remove build/, dist/ and .venv/
 
 $(TOOLS): requirements/tools.txt
 	scripts/setup-tools.sh
+
+$(LINT_TOOLS): requirements/lint.txt
+	scripts/setup-lint.sh
 
 $(VENV): requirements/runtime.lock $(TOOLS)
 	scripts/setup-venv.sh

@@ -88,8 +88,10 @@ def test_pooler_uses_cursor_offsets_in_mixed_batches():
     tasks = ["encode", "embed", "embed", "encode", "embed"]
     hidden = torch.randn(sum(lens), 16)
     pooler = DispatchPooler({
-        "embed": SpladeSparsePooler(head, "embed", chunk_bytes=4 * 97 * 4),
-        "encode": SpladeSparsePooler(head, "encode", chunk_bytes=4 * 97 * 4),
+        "embed":
+        SpladeSparsePooler(head, "embed", chunk_bytes=4 * 97 * 4),
+        "encode":
+        SpladeSparsePooler(head, "encode", chunk_bytes=4 * 97 * 4),
     })
     with torch.inference_mode():
         got = pooler(hidden, _metadata(lens, tasks))
@@ -105,9 +107,12 @@ def test_pooler_uses_cursor_offsets_in_mixed_batches():
 def _save_random_splade(path: str) -> None:
     from transformers import BertForMaskedLM, BertTokenizerFast
 
-    words = ("the a of to and in is was for on that with as by at from it "
-             "what causes aging fast capital france paris tokens count too "
-             "splade sparse vector model query passage").split()
+    words = [
+        "the", "a", "of", "to", "and", "in", "is", "was", "for", "on", "that",
+        "with", "as", "by", "at", "from", "it", "what", "causes", "aging",
+        "fast", "capital", "france", "paris", "tokens", "count", "too",
+        "splade", "sparse", "vector", "model", "query", "passage"
+    ]
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     vocab += [str(i) for i in range(11)] + list("abcdefghijklmnopqrstuvwxyz")
     vocab += [w for w in words if w not in vocab]
