@@ -96,3 +96,14 @@ class SpladeServer:
         status, data = self.request(path, body)
         assert status == 200, (status, data[:500])
         return json.loads(data)
+
+    def embeddings(self, texts: list[str], batch_size: int = 16) -> list:
+        """/v1/embeddings of `texts`, `batch_size` texts a request."""
+        vectors = []
+        for i in range(0, len(texts), batch_size):
+            body = self.post("/v1/embeddings", {
+                "model": self.model,
+                "input": texts[i:i + batch_size]
+            })
+            vectors += [d["embedding"] for d in body["data"]]
+        return vectors

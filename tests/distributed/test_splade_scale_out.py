@@ -20,14 +20,7 @@ def test_two_way_parallel_equals_one(splade_tiny, splade_llm, parallel,
     monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")
     want = vllm_vectors(splade_llm, PARITY_TEXTS)
     with SpladeServer(splade_tiny, extra_args=(parallel, "2")) as server:
-        got = []
-        for i in range(0, len(PARITY_TEXTS), 8):
-            body = server.post("/v1/embeddings", {
-                "model": server.model,
-                "input": PARITY_TEXTS[i:i + 8]
-            })
-            got += [d["embedding"] for d in body["data"]]
-    got = torch.tensor(got)
+        got = torch.tensor(server.embeddings(PARITY_TEXTS, batch_size=8))
     diff = (got - want).abs().max().item()
     print(f"\n{parallel} 2 vs 1: max abs diff {diff:.3g}")
     assert torch.equal(got > 0, want > 0)
