@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.utils import SPLADE_OVERRIDES
+
 ROOT = Path(__file__).resolve().parents[1]
 # Engines in-process start in 2-4 s instead of 8-16 s; nothing here needs a
 # hub; a small CPU KV cache lets several engines live in one session.
@@ -14,8 +16,6 @@ os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-
-from tests.utils import SPLADE_OVERRIDES
 
 
 def free_engine(llm) -> None:
