@@ -9,7 +9,7 @@ VENV := .venv/.stamp
 export PYTHON ?= $(CURDIR)/build/tools/bin/python
 
 .PHONY: help source apply refresh-patches check build-wheel build-wheel-cpu \
-        checkpoint setup lint test vllm-tests serve pr lock clean
+        checkpoint setup lint test vllm-tests bench serve pr lock clean
 
 help: ## This list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -51,6 +51,9 @@ test: setup build-wheel check lint ## Everything above, then all test lanes
 
 vllm-tests: setup ## vLLM's own tests, unpatched vs patched CPU build (~6-10 min)
 	scripts/vllm-tests.sh
+
+bench: setup ## Speed and memory vs sentence-transformers -> docs/performance.md
+	scripts/bench.sh
 
 serve: setup ## Serve splade-tiny on 127.0.0.1 (PORT=8000)
 	scripts/serve.sh
