@@ -16,6 +16,7 @@ With --rounds N the four run N times, interleaved, and the best is kept.
 import argparse
 import gc
 import json
+import resource
 import time
 from functools import partial, wraps
 from pathlib import Path
@@ -32,17 +33,25 @@ DENSE = {"architectures": ["BertModel"]}
 SPENT: dict[str, float] = {}
 
 
+def _faults() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
 def _timed(cls: type, key: str) -> None:
-    """Add the wall time of each `cls.forward` call to SPENT[key]."""
+    """Add the wall time of each `cls.forward` call to SPENT[key], and the
+    page faults it takes (fresh memory) to SPENT[key + "_faults"]."""
     forward = cls.forward
 
     @wraps(forward)
     def timed_forward(self, *args, **kwargs):
-        start = time.perf_counter()
+        start, faults = time.perf_counter(), _faults()
         try:
             return forward(self, *args, **kwargs)
         finally:
-            SPENT[key] = SPENT.get(key, 0.0) + time.perf_counter() - start
+            seconds = time.perf_counter() - start
+            SPENT[key + "_s"] = SPENT.get(key + "_s", 0.0) + seconds
+            SPENT[key + "_faults"] = (SPENT.get(key + "_faults", 0) +
+                                      _faults() - faults)
 
     cls.forward = timed_forward
 
@@ -67,7 +76,7 @@ def vllm_seconds(path: Path, overrides: dict, texts: list[str],
     del llm, out
     gc.collect()
     cleanup_dist_env_and_memory()
-    spent = {f"{name}_{key}_s": v for key, v in SPENT.items()}
+    spent = {f"{name}_{key}": v for key, v in SPENT.items()}
     return spent | {name + "_s": seconds, name + "_cpu_s": cpu}
 
 

@@ -7,12 +7,14 @@ import argparse
 import json
 import os
 import platform
+import resource
 import time
 from importlib.metadata import version
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs/performance.md"
+PAGE = resource.getpagesize()
 E2E_SPEED_TARGETS = {"splade-tiny": 1.5, "splade-base-random": 1.15}
 
 
@@ -50,7 +52,9 @@ def e2e_tables(results: list[dict]) -> str:
         rest = r["vllm_s"] - r["vllm_encoder_s"] - r["vllm_pooler_s"]
         parts.append([
             r["model"], f"{r['vllm_encoder_s']:.2f} s",
-            f"{r['vllm_pooler_s']:.2f} s", f"{rest:.2f} s",
+            f"{r['vllm_pooler_s']:.2f} s "
+            f"({r['vllm_pooler_faults'] * PAGE / 2**20:,.0f} MiB)",
+            f"{rest:.2f} s",
             f"{r['dense_encoder_s']:.2f} s",
             f"{r['dense_s'] - r['dense_encoder_s']:.2f} s",
             f"{r['gemm_s']:.2f} s", f"{r['vllm_pooler_s'] / r['gemm_s']:.2f}"
@@ -63,9 +67,11 @@ def e2e_tables(results: list[dict]) -> str:
         ], main),
         "\nWhere the time goes (wall time inside the same runs: the BERT "
         "encoder's and the SPLADE pooler's `forward`; rest = scheduling, "
-        "tokenizing, outputs):\n",
+        "tokenizing, outputs; fresh pages = minor page faults in the "
+        "pooler x the page size: memory it touched for the first time):\n",
         table([
-            "Checkpoint", "SPLADE: encoder", "SPLADE: pooler", "SPLADE: rest",
+            "Checkpoint", "SPLADE: encoder", "SPLADE: pooler (fresh pages)",
+            "SPLADE: rest",
             "Dense: encoder", "Dense: rest", "Decoder GEMM", "Pooler / GEMM"
         ], parts),
     ])
@@ -220,8 +226,9 @@ Notes:
   with VLLM_CPU_OMP_THREADS_BIND=all: its default pinning would tie the
   process's main thread to one core for everything measured after it.
 - The dense floor loads a BertModel copy of each checkpoint's encoder
-  (`build/models/*-backbone`): vLLM 0.11.0 cannot load a BertForMaskedLM
-  folder as `BertModel`. The GEMM floor runs in 512-token chunks.
+  (`build/models/*-backbone`), which any build loads (stock vLLM 0.11.0
+  cannot load a BertForMaskedLM folder as `BertModel`). The GEMM floor
+  runs in 512-token chunks.
 - Pooling step: 64 equal-length requests through `SpladeSparsePooler`
   (embed, max) on a seeded random `BertMLMHead`, in one call, or in
   512-token calls as vLLM's CPU scheduler hands them over (one step of
