@@ -1,24 +1,37 @@
 #!/usr/bin/env bash
-# vLLM's own pre-commit checks (build/vllm/.pre-commit-config.yaml) on the
-# tree after EACH patch of the series, for the Python files the series has
-# touched so far, with the config files of that tree (pyproject.toml,
-# .yapfignore). The tools come from build/lint-tools (scripts/setup-lint.sh);
-# the pre-commit hook repos live on GitHub, so the tools run directly.
+# vLLM's own pre-commit checks (build/vllm/.pre-commit-config.yaml of 0.32.0)
+# on the tree after EACH patch of the series, for the Python files the series
+# has touched so far, with the config files of that tree (pyproject.toml's
+# [tool.ruff], [tool.typos], [tool.mypy]). The tools come from
+# build/lint-tools (scripts/setup-lint.sh); the pre-commit hook repos live on
+# GitHub, so the tools run directly.
 #
-#   scripts/lint-series.sh          every prefix of patches/series
-#   scripts/lint-series.sh --base   the untouched release, on the files that
-#                                   the series touches (no false positives)
+#   scripts/lint-series.sh                every prefix of patches/series
+#   scripts/lint-series.sh --base         the untouched release, on the files
+#                                         that the series touches (no false
+#                                         positives)
+#   scripts/lint-series.sh --base PATH..  the untouched release, on these
+#                                         files (git pathspecs: quote globs)
 #
-# Hooks run (check mode; pre-commit's --fix/--in-place/--write-changes off):
-#   yapf, ruff (check), ruff-format (only its files), typos, isort,
-#   mypy-3.9..3.12 (the CI hooks, in parallel; LINT_MYPY="3.9" for fewer),
-#   and the local hooks check-spdx-header, check-root-lazy-imports,
-#   check-filenames, update-dockerfile-graph, check-pickle-imports,
-#   validate-config, enforce-import-regex-instead-of-re and
-#   forbid-direct-triton-import.
-# The two hooks that read the staged diff (regex, triton) see the series so
-# far staged on top of base, as when committing it in one go (so in --base
-# mode they have nothing to check).
+# Hooks run (check mode; pre-commit's --fix/--write-changes off), on the
+# Python files minus the config's global `exclude`:
+#   ruff-check, ruff-format (--diff), typos (--force-exclude),
+#   mypy (tools/pre_commit/mypy.py "3.11", the only mypy hook in 0.32.0),
+#   check-spdx-header (it adds the header it finds missing: undone),
+#   check-root-lazy-imports, check-filenames, update-dockerfile-graph,
+#   check-forbidden-imports (pickle, re, triton, tilelang, huggingface_hub,
+#   transformers legacy names: the old regex/triton/pickle hooks, now on the
+#   files given, no staged diff), check-torch-cuda-call, validate-config,
+#   check-boolean-context-manager, check-test-tethering (the tests/*.py and
+#   .buildkite pipeline files changed: a new test must be run by a Buildkite
+#   job or be in tools/pre_commit/test_tethering_allowlist.txt).
+# Skipped, none applies to Python files: clang-format, markdownlint-cli2,
+# actionlint, shellcheck, pip-compile*, check-json, format-torch-nightly-test,
+# check-label-rules, check-agent-files, check-buildkite-step-keys, png-lint,
+# test-nonroot-entrypoint, validate-docker-versions, rust-cargo-*; and
+# signoff-commit (commit-msg stage: scripts/make-pr.sh signs off) and
+# suggestion (only echoes a tip). yapf and isort are gone in 0.32.0.
+# SKIP=hook-id,... leaves those hooks out, as with pre-commit (say why).
 # Works in a throwaway worktree (build/lint), so build/vllm is not touched.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,10 +39,10 @@ source scripts/series-env.sh
 bin=$PWD/build/lint-tools/bin
 wt=build/lint
 out=$PWD/build/lint.out
-mypy_versions=${LINT_MYPY:-3.9 3.10 3.11 3.12}
 export PATH="$bin:$PATH" MYPY_CACHE_DIR=$PWD/build/lint-cache/mypy \
   RUFF_CACHE_DIR=$PWD/build/lint-cache/ruff
-[ -x "$bin/yapf" ] || { echo "lint: run scripts/setup-lint.sh first" >&2; exit 1; }
+[ -x "$bin/ruff" ] && [ -x "$bin/typos" ] && [ -x "$bin/mypy" ] ||
+  { echo "lint: run scripts/setup-lint.sh first" >&2; exit 1; }
 
 git -C "$tree" worktree remove --force "$PWD/$wt" 2>/dev/null || rm -rf "$wt"
 git -C "$tree" worktree prune
@@ -50,13 +63,14 @@ status=0
 hook() {
   local file=$1 name=$2
   shift 2
+  [[ ,${SKIP:-}, != *,$name,* ]] || return 0
   (cd "$wt" && "$@") >"$out" 2>&1 || report "$file" "$name" "$out"
 }
 
 # report FILE-OR-'' NAME OUTPUT-FILE: a hook failed.
 report() {
   local file=$1
-  if [ -z "$file" ]; then  # a whole-tree hook: name the files it reports
+  if [ -z "$file" ]; then  # a many-file hook: name the files it reports
     file=$(grep -oF -f <(printf '%s\n' "${files[@]}") "$3" | sort -u |
       paste -sd' ' || true)
   fi
@@ -66,89 +80,64 @@ report() {
   status=1
 }
 
-# mypy as vLLM's CI hooks run it (tools/pre_commit/mypy.py 1 VERSION
-# FILES), one process per Python version, in parallel.
-mypy_hooks() {
-  local v pids=() i=0
-  for v in $mypy_versions; do
-    (cd "$wt" && python tools/pre_commit/mypy.py 1 "$v" "${files[@]}") \
-      >"$out.mypy-$v" 2>&1 &
-    pids+=($!)
-  done
-  for v in $mypy_versions; do
-    wait "${pids[$i]}" || report "" "mypy-$v" "$out.mypy-$v"
-    rm -f "$out.mypy-$v"
-    i=$((i + 1))
-  done
-}
-
-# yapf looks for its style from the file's folder up to /, past the tree:
-# where the tree has none (vLLM 0.11.0 has none), say pep8, yapf's default,
-# so that a style file above build/ cannot leak in.
-yapf_style() {
-  local d
-  d=$(dirname "$1")
-  while :; do
-    if [ -f "$wt/$d/.style.yapf" ] ||
-        grep -qs '^\[yapf\]' "$wt/$d/setup.cfg" ||
-        grep -qs '^\[tool\.yapf\]' "$wt/$d/pyproject.toml"; then
-      return 0
-    fi
-    [ "$d" != . ] || break
-    d=$(dirname "$d")
-  done
-  echo "--style=pep8"
+# The files of $1.. that pre-commit's global `exclude` (a Python regex, in
+# the tree's .pre-commit-config.yaml) leaves in, as pre-commit applies it.
+not_excluded() {
+  (cd "$wt" && python - "$@") <<'EOF'
+import re, sys, yaml
+with open(".pre-commit-config.yaml", encoding="utf-8") as f:
+    exclude = re.compile(yaml.safe_load(f).get("exclude", "^$"))
+print("\n".join(p for p in sys.argv[1:] if not exclude.search(p)))
+EOF
 }
 
 # Every hook that pre-commit would run on a commit of these Python files.
 lint_tree() {
-  local f all style yapf_files=()
+  local f all tethered
   failed=()
   mapfile -t all < <(git -C "$wt" diff --name-only --diff-filter=d base HEAD)
-  mapfile -t files < <(printf '%s\n' "${lint_files[@]}" |
-    grep -Ev 'vllm/third_party/.*' || true)  # pre-commit's global exclude
+  [ ${#lint_files[@]} -gt 0 ] || { files=(); return 0; }
+  mapfile -t files < <(not_excluded "${lint_files[@]}" | grep . || true)
   [ ${#files[@]} -gt 0 ] || return 0
   for f in "${files[@]}"; do
-    hook "$f" check-pickle-imports \
-      python tools/pre_commit/check_pickle_imports.py "$f"
-    hook "$f" validate-config python tools/validate_config.py "$f"
-    hook "$f" ruff ruff check --force-exclude --no-fix --output-format full "$f"
-    hook "$f" isort isort --check-only --diff --filter-files "$f"
+    hook "$f" ruff-check \
+      ruff check --force-exclude --no-fix --output-format full "$f"
+    hook "$f" ruff-format ruff format --force-exclude --check --diff "$f"
     hook "$f" typos typos --force-exclude "$f"
-    if [[ $f =~ ^(.buildkite|benchmarks|examples)/.* ]]; then
-      hook "$f" ruff-format ruff format --force-exclude --check --diff "$f"
-    fi
-    if ! [[ $f =~ (.buildkite|benchmarks|build|examples)/.* ]]; then
-      yapf_files+=("$f")
-    fi
+    hook "$f" validate-config python tools/pre_commit/validate_config.py "$f"
   done
-  for f in "${yapf_files[@]}"; do
-    mapfile -t style < <(yapf_style "$f")
-    hook "$f" yapf yapf --diff "${style[@]}" "$f"
-  done
+  # These print "FILE:LINE: ..." per finding: one run for all the files.
+  hook "" check-forbidden-imports \
+    python tools/pre_commit/check_forbidden_imports.py "${files[@]}"
+  hook "" check-torch-cuda-call \
+    python tools/pre_commit/check_torch_cuda.py "${files[@]}"
+  hook "" check-boolean-context-manager \
+    python tools/pre_commit/check_boolean_context_manager.py "${files[@]}"
+  mapfile -t tethered < <(printf '%s\n' "${files[@]}" "${all[@]}" | sort -u |
+    grep -E '^(tests/.*\.py|\.buildkite/(test_areas|hardware_tests|intel_jobs)/.*\.yaml|\.buildkite/(test-amd|ci_config[^/]*)\.yaml|tools/pre_commit/test_tethering_allowlist\.txt)$' ||
+    true)
+  if [ ${#tethered[@]} -gt 0 ]; then
+    hook "" check-test-tethering \
+      python tools/pre_commit/check_test_tethering.py "${tethered[@]}"
+  fi
   for f in "${files[@]}"; do
-    hook "$f" check-spdx-header python tools/check_spdx_header.py "$f"
+    hook "$f" check-spdx-header python tools/pre_commit/check_spdx_header.py "$f"
   done
   # check_spdx_header.py adds the header it finds missing: undo that.
   git -C "$wt" reset --quiet --hard HEAD
-  mypy_hooks
-  hook "" check-root-lazy-imports python tools/check_init_lazy_imports.py
+  hook "" mypy python tools/pre_commit/mypy.py 3.11 "${files[@]}"
+  hook "" check-root-lazy-imports \
+    python tools/pre_commit/check_init_lazy_imports.py "${files[@]}"
   hook "" check-filenames bash -c \
     'git ls-files | grep " " && echo "Filenames should not contain spaces!" && exit 1 || exit 0'
-  hook "" update-dockerfile-graph tools/update-dockerfile-graph.sh "${all[@]}"
-  # These two read `git diff --cached`: stage the series so far on base.
-  local head
-  head=$(git -C "$wt" rev-parse HEAD)
-  git -C "$wt" reset --quiet --soft base
-  hook "" enforce-import-regex-instead-of-re python tools/enforce_regex_import.py
-  hook "" forbid-direct-triton-import python tools/check_triton_import.py
-  git -C "$wt" reset --quiet --soft "$head"
+  hook "" update-dockerfile-graph \
+    tools/pre_commit/update-dockerfile-graph.sh "${all[@]}"
 }
 
 summary() {  # N-FILES
   if [ ${#failed[@]} -eq 0 ]; then
-    echo "lint: $label: $1 .py files pass yapf, ruff, isort, typos," \
-      "mypy ${mypy_versions// /,}, spdx and the other local hooks" \
+    echo "lint: $label: $1 .py files pass ruff-check, ruff-format, typos," \
+      "mypy 3.11, spdx and the other local hooks${SKIP:+ (SKIP=$SKIP)}" \
       "($((SECONDS - started)) s)"
   else
     echo "lint: $label: FAILED ($((SECONDS - started)) s): ${failed[*]}" >&2
@@ -166,12 +155,19 @@ apply_patch() {  # N PATCH
 }
 
 if [ "${1:-}" = --base ]; then
-  # The files the whole series touches, as they are in the release.
-  n=0
-  for p in "${patches[@]}"; do n=$((n + 1)); apply_patch "$n" "$p"; done
-  mapfile -t lint_files < <(git -C "$wt" diff --name-only --diff-filter=M \
-    base HEAD -- '*.py')
-  git -C "$wt" checkout --quiet --detach base
+  shift
+  if [ $# -gt 0 ]; then  # the files named, as they are in the release
+    mapfile -t lint_files < <(git -C "$wt" ls-files -- "$@" | grep '\.py$' ||
+      true)
+    [ ${#lint_files[@]} -gt 0 ] ||
+      { echo "lint: no .py file of base matches: $*" >&2; exit 1; }
+  else  # the files the whole series touches, as they are in the release
+    n=0
+    for p in "${patches[@]}"; do n=$((n + 1)); apply_patch "$n" "$p"; done
+    mapfile -t lint_files < <(git -C "$wt" diff --name-only --diff-filter=M \
+      base HEAD -- '*.py')
+    git -C "$wt" checkout --quiet --detach base
+  fi
   label="base (untouched)"
   started=$SECONDS
   lint_tree
