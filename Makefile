@@ -64,7 +64,9 @@ pr: apply ## Signed-off PR branch 'splade-pr' + build/PR.md (no push)
 lock: $(TOOLS) ## Re-lock requirements/runtime.lock (date-pinned)
 	build/tools/bin/uv pip compile requirements/runtime.in --no-header \
 	  --python-version 3.11 --python-platform x86_64-manylinux_2_28 \
-	  --exclude-newer 2025-10-06T00:00:00Z -o requirements/runtime.lock
+	  --exclude-newer 2026-10-21T00:00:00Z \
+	  --exclude-newer-package sentence-transformers=2026-11-12T00:00:00Z \
+	  -o requirements/runtime.lock
 
 clean: ## Remove build/, dist/ and .venv/
 	rm -rf build dist .venv

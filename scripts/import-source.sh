@@ -37,7 +37,7 @@ rm -rf "$tree.tmp"
 if [ -n "${VLLM_GIT_URL:-}" ]; then
   git clone --quiet --depth 1 --branch "$VLLM_TAG" "$VLLM_GIT_URL" "$tree.tmp"
   got=$(git -C "$tree.tmp" rev-parse HEAD)
-  if [ "$got" != "$VLLM_COMMIT" ]; then
+  if [ "${got#"$VLLM_COMMIT"}" = "$got" ]; then
     echo "source: $VLLM_GIT_URL $VLLM_TAG is $got, expected $VLLM_COMMIT" >&2
     rm -rf "$tree.tmp"
     exit 1
@@ -53,7 +53,7 @@ else
     cd "$tree.tmp"
     export GIT_AUTHOR_NAME="vLLM release" GIT_AUTHOR_EMAIL="noreply@vllm.invalid"
     export GIT_COMMITTER_NAME="$GIT_AUTHOR_NAME" GIT_COMMITTER_EMAIL="$GIT_AUTHOR_EMAIL"
-    export GIT_AUTHOR_DATE="2025-10-02T00:00:00Z" GIT_COMMITTER_DATE="2025-10-02T00:00:00Z"
+    export GIT_AUTHOR_DATE="2026-10-18T00:00:00Z" GIT_COMMITTER_DATE="2026-10-18T00:00:00Z"
     git init --quiet -b main
     git add -A -f
     git commit --quiet -m "Import vLLM ${VLLM_VERSION} sdist" \

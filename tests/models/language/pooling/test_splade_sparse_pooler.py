@@ -1,0 +1,263 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright contributors to the vLLM project
+
+from unittest.mock import MagicMock, patch
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+
+from vllm.model_executor.models.bert import (
+    BertMLMHead,
+    SPLADESparsePooler,
+)
+from vllm.pooling_params import PoolingParams
+from vllm.v1.pool.late_interaction_runner import LateInteractionRunner
+from vllm.v1.pool.metadata import PoolingMetadata, PoolingStates
+from vllm.v1.worker.gpu.input_batch import InputBatch
+from vllm.v1.worker.gpu.model_runner import GPUModelRunner
+from vllm.v1.worker.gpu.pool.pooling_runner import PoolingRunner
+from vllm.v1.worker.gpu.states import RequestState
+
+# ---------------------------------------------------------------------
+# Functional test: SPLADE formula correctness (no HF download needed)
+# ---------------------------------------------------------------------
+
+
+def _metadata(lens: list[int], use_activation=None) -> PoolingMetadata:
+    use_activation = use_activation or [True] * len(lens)
+    meta = PoolingMetadata(
+        prompt_lens=torch.tensor(lens, dtype=torch.int32),
+        prompt_token_ids=None,
+        prompt_token_ids_cpu=None,
+        pooling_params=[
+            PoolingParams(task="embed", use_activation=a) for a in use_activation
+        ],
+        pooling_states=[PoolingStates() for _ in lens],
+    )
+    meta.build_pooling_cursor(
+        np.array(lens), torch.tensor(lens, dtype=torch.int32), torch.device("cpu")
+    )
+    return meta
+
+
+@pytest.mark.usefixtures("default_vllm_config")
+@pytest.mark.parametrize("pooling", ["max", "sum"])
+@pytest.mark.parametrize("activation", ["relu", "log1p_relu"])
+@pytest.mark.parametrize("chunk_bytes", [1, 3 * 7 * 4, 64 << 20])
+@torch.inference_mode()
+def test_splade_pooler_matches_reference_formula(
+    pooling: str, activation: str, chunk_bytes: int
+):
+    """SPLADESparsePooler gives log1p(relu(mlm_head(h))) (log1p of that for
+    log1p_relu) pooled over all the tokens of each sequence, [CLS] and [SEP]
+    included, whatever the number of tokens per chunk; the pooled logits for
+    a request with use_activation=False."""
+    torch.manual_seed(0)
+    H, V = 5, 7
+    lens = [3, 1, 6, 2]
+    use_activation = [True, False, True, True]
+    hidden_states = torch.randn(sum(lens), H)
+    mlm_head = BertMLMHead(hidden_size=H, vocab_size=V, layer_norm_eps=1e-12)
+    for p in mlm_head.parameters():
+        nn.init.normal_(p)
+
+    pooler = SPLADESparsePooler(
+        mlm_head, pooling=pooling, activation=activation, chunk_bytes=chunk_bytes
+    )
+    pooled = pooler(hidden_states, _metadata(lens, use_activation))
+
+    assert len(pooled) == len(lens)
+    for got, hs, act in zip(pooled, hidden_states.split(lens), use_activation):
+        logits = mlm_head(hs)
+        if act:
+            assert (got >= 0).all(), "SPLADE outputs must be non-negative."
+            scores = torch.log1p(torch.relu(logits))
+            if activation == "log1p_relu":
+                scores = torch.log1p(scores)
+        else:
+            scores = logits
+        want = scores.amax(0) if pooling == "max" else scores.sum(0)
+        assert got.shape == (V,)
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_pooling_runner_gathers_required_token_ids() -> None:
+    runner = PoolingRunner.__new__(PoolingRunner)
+    pooling_params = PoolingParams(task="embed", requires_token_ids=True)
+    runner.pooling_params = {1: pooling_params, 3: pooling_params}
+    runner.pooling_states = {1: PoolingStates(), 3: PoolingStates()}
+    runner.prompt_token_ids = {
+        1: torch.tensor([101, 102]),
+        3: torch.tensor([101, 11, 102]),
+    }
+
+    input_batch = MagicMock(spec=InputBatch)
+    input_batch.idx_mapping_np = np.array([3, 1], dtype=np.int32)
+    input_batch.num_reqs = 2
+    req_states = MagicMock(spec=RequestState)
+    req_states.prompt_len = MagicMock(np=np.array([0, 2, 0, 3], dtype=np.int32))
+    metadata = runner._get_pooling_metadata(
+        input_batch, req_states, torch.device("cpu")
+    )
+
+    expected = torch.tensor([[101, 11, 102], [101, 102, 0]])
+    assert metadata.prompt_token_ids_cpu is not None
+    assert metadata.prompt_token_ids is None
+    assert metadata.prompt_token_ids_cpu.is_pinned() is False
+    torch.testing.assert_close(
+        metadata.prompt_lens, torch.tensor([3, 2], dtype=torch.int32)
+    )
+    torch.testing.assert_close(metadata.prompt_token_ids_cpu, expected)
+
+
+def test_pooling_runner_stores_only_required_token_ids() -> None:
+    runner = PoolingRunner.__new__(PoolingRunner)
+    runner.model = MagicMock()
+    runner.supported_tasks = frozenset({"embed"})
+    runner.pooling_params = {}
+    runner.pooling_states = {}
+    runner.prompt_token_ids = {}
+    runner.late_interaction_runner = MagicMock()
+
+    runner.add_request("req-1", 1, PoolingParams(task="embed"), [101, 102])
+    runner.add_request(
+        "req-2",
+        2,
+        PoolingParams(task="embed", requires_token_ids=True),
+        [101, 11, 102],
+    )
+
+    assert 1 not in runner.prompt_token_ids
+    torch.testing.assert_close(runner.prompt_token_ids[2], torch.tensor([101, 11, 102]))
+
+
+def test_pooling_runner_releases_aborted_late_interaction_doc() -> None:
+    runner = PoolingRunner.__new__(PoolingRunner)
+    runner.late_interaction_runner = LateInteractionRunner()
+
+    query_key = "query-abort"
+    late_interaction_runner = runner.late_interaction_runner
+    late_interaction_runner._query_cache[query_key] = torch.ones(2, 4)
+    late_interaction_runner._query_uses[query_key] = 1
+    late_interaction_runner._doc_query_keys["doc-req"] = query_key
+
+    runner.on_requests_finished({"doc-req"})
+
+    assert not late_interaction_runner._query_cache
+    assert not late_interaction_runner._query_uses
+    assert not late_interaction_runner._doc_query_keys
+
+
+def test_encoder_cache_reset_clears_late_interaction_state() -> None:
+    # Cached query embeddings are only invalidated by weight reloads, which
+    # reach the runner via reset_encoder_cache. Resetting the multi-modal
+    # cache is unrelated and must leave them intact.
+    runner = GPUModelRunner.__new__(GPUModelRunner)
+    runner.encoder_cache = MagicMock()
+    runner.pooling_runner = MagicMock()
+
+    runner.reset_mm_cache()
+
+    runner.encoder_cache.reset_mm_cache.assert_called_once_with()
+    runner.pooling_runner.clear.assert_not_called()
+
+    runner.reset_encoder_cache()
+
+    runner.encoder_cache.reset_encoder_cache.assert_called_once_with()
+    runner.pooling_runner.clear.assert_called_once_with()
+
+
+def test_pooling_runner_rejects_unsupported_selected_task() -> None:
+    model = MagicMock()
+    model.pooler.get_supported_tasks.return_value = {"embed", "plugin"}
+    vllm_config = MagicMock()
+    vllm_config.scheduler_config.max_num_seqs = 2
+    vllm_config.model_config.attn_type = "encoder_only"
+    vllm_config.model_config.get_pooling_task.return_value = "plugin"
+
+    with (
+        patch.object(PoolingRunner, "get_supported_tasks", return_value=["embed"]),
+        pytest.raises(ValueError, match="selects 'plugin'"),
+    ):
+        PoolingRunner(model, vllm_config)
+
+
+def test_pooling_runner_supports_encoder_token_classification() -> None:
+    model = MagicMock()
+    model.pooler.get_supported_tasks.return_value = {"token_classify"}
+    vllm_config = MagicMock()
+    vllm_config.scheduler_config.max_num_seqs = 2
+    vllm_config.model_config.attn_type = "encoder_only"
+    vllm_config.model_config.get_pooling_task.return_value = "token_classify"
+
+    runner = PoolingRunner(model, vllm_config)
+
+    assert runner.supported_tasks == {"token_classify"}
+
+
+def test_pooling_runner_supports_encoder_token_embedding() -> None:
+    model = MagicMock()
+    model.pooler.get_supported_tasks.return_value = {"token_embed"}
+    vllm_config = MagicMock()
+    vllm_config.scheduler_config.max_num_seqs = 2
+    vllm_config.model_config.attn_type = "encoder_only"
+    vllm_config.model_config.get_pooling_task.return_value = "token_embed"
+
+    runner = PoolingRunner(model, vllm_config)
+
+    assert runner.supported_tasks == {"token_embed"}
+
+
+def test_pooling_runner_supports_decoder_token_classification() -> None:
+    model = MagicMock()
+    model.pooler.get_supported_tasks.return_value = {"token_classify"}
+    vllm_config = MagicMock()
+    vllm_config.scheduler_config.max_num_seqs = 2
+    vllm_config.model_config.attn_type = "decoder"
+    vllm_config.model_config.get_pooling_task.return_value = "token_classify"
+
+    runner = PoolingRunner(model, vllm_config)
+
+    assert runner.supported_tasks == {"token_classify"}
+
+
+def test_pooling_runner_keeps_decoder_token_classification() -> None:
+    model = MagicMock()
+    model.pooler.get_supported_tasks.return_value = {"embed", "token_classify"}
+    vllm_config = MagicMock()
+    vllm_config.scheduler_config.max_num_seqs = 2
+    vllm_config.model_config.attn_type = "decoder"
+    vllm_config.model_config.get_pooling_task.return_value = "embed"
+
+    runner = PoolingRunner(model, vllm_config)
+
+    assert runner.supported_tasks == {"embed", "token_classify"}
+
+
+def test_pooling_runner_keeps_decoder_token_embedding() -> None:
+    model = MagicMock()
+    model.pooler.get_supported_tasks.return_value = {"embed", "token_embed"}
+    vllm_config = MagicMock()
+    vllm_config.scheduler_config.max_num_seqs = 2
+    vllm_config.model_config.attn_type = "decoder"
+    vllm_config.model_config.get_pooling_task.return_value = "embed"
+
+    runner = PoolingRunner(model, vllm_config)
+
+    assert runner.supported_tasks == {"embed", "token_embed"}
+
+
+def test_pooling_runner_supports_embed_token_classification() -> None:
+    model = MagicMock()
+    model.pooler.get_supported_tasks.return_value = {"embed", "embed&token_classify"}
+    vllm_config = MagicMock()
+    vllm_config.scheduler_config.max_num_seqs = 2
+
+    vllm_config.model_config.attn_type = "encoder_only"
+    vllm_config.model_config.get_pooling_task.return_value = "embed&token_classify"
+    assert PoolingRunner(model, vllm_config).supported_tasks == {
+        "embed",
+        "embed&token_classify",
+    }
