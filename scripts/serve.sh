@@ -16,8 +16,11 @@ curl -s http://127.0.0.1:$port/embed_sparse -H 'Content-Type: application/json' 
 30,522-float vector)
 
 MSG
-# A BertForMaskedLM folder is served as SPLADE with no extra flags.
+# splade-tiny is a plain BertForMaskedLM folder, which vLLM serves as
+# per-token masked-LM logits unless told it is SPLADE (a sentence-transformers
+# SparseEncoder folder would need no flag).
 export HF_HUB_OFFLINE=1 VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-1}
 exec .venv/bin/vllm serve "$model" --served-model-name splade-tiny \
   --runner pooling --dtype float32 --enforce-eager \
+  --hf-overrides '{"architectures": ["BertSpladeSparseEmbeddingModel"]}' \
   --host 127.0.0.1 --port "$port"

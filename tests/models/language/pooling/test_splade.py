@@ -27,16 +27,18 @@ TEXTS = [
     "1 2 3 4 5 6 7 8 9 10",
 ]
 
-WORDS = (
-    "the a of to and in is was for on that with as by at from it what causes "
-    "aging fast capital france paris tokens count too splade sparse vector "
-    "model query passage"
-).split()
+WORDS = [
+    "the", "a", "of", "to", "and", "in", "is", "was", "for", "on", "that",
+    "with", "as", "by", "at", "from", "it", "what", "causes", "aging", "fast",
+    "capital", "france", "paris", "tokens", "count", "too", "splade", "sparse",
+    "vector", "model", "query", "passage",
+]  # fmt: skip
 
 
-def save_random_splade(path: str, **config_kwargs) -> None:
-    """A seeded random BertForMaskedLM with a WordPiece tokenizer."""
-    from transformers import BertConfig, BertForMaskedLM, BertTokenizerFast
+def save_random_splade(path: str, architecture: str = "BertForMaskedLM") -> None:
+    """A seeded random masked-LM checkpoint with a WordPiece tokenizer."""
+    import transformers
+    from transformers import BertTokenizerFast
 
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     vocab += [str(i) for i in range(11)] + list("abcdefghijklmnopqrstuvwxyz")
@@ -48,21 +50,23 @@ def save_random_splade(path: str, **config_kwargs) -> None:
     BertTokenizerFast(os.path.join(path, "vocab.txt")).save_pretrained(path)
 
     torch.manual_seed(0)
-    config = BertConfig(
+    model_class = getattr(transformers, architecture)
+    config = model_class.config_class(
         vocab_size=len(vocab) + 3,
         hidden_size=64,
         num_hidden_layers=2,
         num_attention_heads=2,
         intermediate_size=64,
-        max_position_embeddings=128,
+        max_position_embeddings=130,
         hidden_act="gelu_new",
         layer_norm_eps=1e-6,
+        pad_token_id=0,
         cls_token_id=2,
         sep_token_id=3,
-        **config_kwargs,
     )
-    model = BertForMaskedLM(config)
-    for p in model.cls.parameters():
+    model = model_class(config)
+    head = model.lm_head if hasattr(model, "lm_head") else model.cls
+    for p in head.parameters():
         torch.nn.init.normal_(p, std=0.5)
     model.save_pretrained(path)
 
@@ -166,3 +170,30 @@ def test_plain_masked_lm_keeps_its_meaning(random_splade: str):
             llm.embed(TEXTS[:1])
     finally:
         del llm
+
+
+@pytest.mark.parametrize(
+    ("architecture", "splade_architecture"),
+    [
+        ("RobertaForMaskedLM", "RobertaSpladeSparseEmbeddingModel"),
+        ("XLMRobertaForMaskedLM", "RobertaSpladeSparseEmbeddingModel"),
+    ],
+)
+def test_roberta_family_matches_sentence_transformers(
+    architecture: str, splade_architecture: str, tmp_path
+):
+    """RoBERTa and XLM-R SPLADE models, through --hf-overrides and as
+    SparseEncoder folders with no flags."""
+    path = str(tmp_path / "masked-lm")
+    save_random_splade(path, architecture)
+    want = sentence_transformers_vectors(path, TEXTS)
+    overrides = {"architectures": [splade_architecture]}
+    folder = str(tmp_path / "sparse-encoder")
+    save_sparse_encoder(folder, path, "max", "relu", "6.x")
+    for got in (
+        vllm_vectors(path, TEXTS, hf_overrides=overrides),
+        vllm_vectors(folder, TEXTS, hf_overrides=None),
+    ):
+        for g, w in zip(got, want):
+            assert torch.equal(g > 0, w > 0)
+            torch.testing.assert_close(g, w, rtol=0, atol=1e-5)
