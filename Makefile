@@ -58,7 +58,7 @@ bench: setup ## Speed and memory vs sentence-transformers -> docs/performance.md
 serve: setup ## Serve splade-tiny on 127.0.0.1 (PORT=8000)
 	scripts/serve.sh
 
-pr: apply ## Signed-off PR branch 'splade-pr' + build/PR.md (no push)
+pr: apply ## Signed-off branch + build/pr/NAME.md per upstream PR (patches/prs; no push)
 	scripts/make-pr.sh
 
 lock: $(TOOLS) ## Re-lock requirements/runtime.lock (date-pinned)
