@@ -102,6 +102,51 @@ def vllm_vectors(model: str, texts: list[str], **kwargs) -> torch.Tensor:
         del llm
 
 
+def test_checkpoint_without_head_fails_naming_it(random_splade: str, tmp_path):
+    """A checkpoint with no masked-LM head is no SPLADE model: loading fails
+    and names the missing head weights, rather than serving noise."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    path = tmp_path / "no-head"
+    shutil.copytree(random_splade, path)
+    weights = load_file(path / "model.safetensors")
+    save_file(
+        {k: v for k, v in weights.items() if not k.startswith("cls.")},
+        path / "model.safetensors",
+    )
+    with pytest.raises(Exception, match=r"mlm_head\.dense\.weight"):
+        vllm_vectors(str(path), TEXTS[:1])
+
+
+def test_partial_weight_updates(random_splade: str, monkeypatch):
+    """load_weights with one tensor at a time (as RLHF weight sync does)
+    loads just that tensor: no error for the rest of the head."""
+    from safetensors.torch import load_file
+
+    from vllm import LLM
+
+    monkeypatch.setenv("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")
+    name = "cls.predictions.transform.dense.weight"
+    weight = load_file(os.path.join(random_splade, "model.safetensors"))[name]
+    llm = LLM(
+        model=random_splade,
+        runner="pooling",
+        dtype="float32",
+        enforce_eager=True,
+        hf_overrides=OVERRIDES,
+    )
+    vectors = [torch.tensor([o.outputs.embedding for o in llm.embed(TEXTS)])]
+    (loaded,) = llm.apply_model(lambda m: m.load_weights([(name, weight * 0)]))
+    vectors.append(torch.tensor([o.outputs.embedding for o in llm.embed(TEXTS)]))
+    llm.apply_model(lambda m: m.load_weights([(name, weight)]))
+    vectors.append(torch.tensor([o.outputs.embedding for o in llm.embed(TEXTS)]))
+    assert loaded == {"mlm_head.dense.weight"}
+    assert not torch.equal(vectors[1], vectors[0])
+    torch.testing.assert_close(vectors[2], vectors[0], rtol=0, atol=1e-6)
+
+
 @pytest.mark.parametrize("model", ["random", PRETRAINED])
 def test_model_matches_sentence_transformers(model: str, random_splade: str):
     path = random_splade if model == "random" else model
