@@ -28,11 +28,20 @@ def free_engine(llm) -> None:
 def make_llm(model: str, **kwargs):
     from vllm import LLM
     kwargs.setdefault("hf_overrides", SPLADE_OVERRIDES)
-    return LLM(model=model,
-               runner="pooling",
-               dtype="float32",
-               enforce_eager=True,
-               **kwargs)
+    kwargs.setdefault("dtype", "float32")
+    return LLM(model=model, runner="pooling", enforce_eager=True, **kwargs)
+
+
+@pytest.fixture
+def default_vllm_config():
+    """Set a default VllmConfig for tests that directly test CustomOps or pathways
+    that use get_current_vllm_config() outside of a full engine context.
+    """
+    from vllm.config import VllmConfig, set_current_vllm_config
+
+    config = VllmConfig()
+    with set_current_vllm_config(config):
+        yield config
 
 
 @pytest.fixture(scope="session")
@@ -58,7 +67,8 @@ def splade_st(splade_tiny):
 
 def vllm_vectors(llm, texts):
     import torch
-    return torch.tensor([o.outputs.embedding for o in llm.embed(texts)])
+    return torch.tensor(
+        [o.outputs.embedding for o in llm.embed(texts, use_tqdm=False)])
 
 
 def st_vectors(encoder, texts):

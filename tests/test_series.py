@@ -7,7 +7,10 @@ ROOT = Path(__file__).resolve().parents[1]
 TREE = ROOT / "build/vllm"
 # Test files that the series carries into vLLM's tests/, kept here as the
 # one source of truth at the same relative path.
-CARRIED = ["tests/models/language/pooling/test_splade.py"]
+CARRIED = [
+    "tests/models/language/pooling/test_splade.py",
+    "tests/models/language/pooling/test_splade_sparse_pooler.py",
+]
 
 
 def git(*args: str) -> str:

@@ -9,6 +9,19 @@ from tests.models.language.pooling.splade_texts import PARITY_TEXTS
 from tests.models.language.pooling.test_splade_zero_flag import (
     _no_flags_vectors, assert_sparse_close)
 
+ARCHITECTURE = "RobertaSpladeSparseEmbeddingModel"
+
+
+def _has_roberta_splade() -> bool:
+    from vllm import ModelRegistry
+    return ARCHITECTURE in ModelRegistry.get_supported_archs()
+
+
+pytestmark = pytest.mark.skipif(
+    not _has_roberta_splade(),
+    reason=f"{ARCHITECTURE} is not in this vLLM build's model registry yet: "
+    "RoBERTa/XLM-R SPLADE is still being added to the series")
+
 SPECIALS = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
 
 
@@ -39,9 +52,9 @@ def _save_random_roberta(path, xlm: bool):
     config_cls, model_cls = ((XLMRobertaConfig, XLMRobertaForMaskedLM)
                              if xlm else (RobertaConfig, RobertaForMaskedLM))
     config = config_cls(vocab_size=len(tok) + 5,
-                        hidden_size=48,
+                        hidden_size=64,  # head_dim 32 (CPU attention)
                         num_hidden_layers=2,
-                        num_attention_heads=4,
+                        num_attention_heads=2,
                         intermediate_size=96,
                         max_position_embeddings=514,
                         hidden_act="relu",
@@ -63,9 +76,7 @@ def test_roberta_splade_matches_sentence_transformers(tmp_path, xlm):
     want = st_vectors(SparseEncoder(str(tmp_path), device="cpu"), texts)
 
     llm = make_llm(str(tmp_path),
-                   hf_overrides={
-                       "architectures": ["RobertaSpladeSparseEmbeddingModel"]
-                   })
+                   hf_overrides={"architectures": [ARCHITECTURE]})
     try:
         got = vllm_vectors(llm, texts)
     finally:

@@ -1,14 +1,18 @@
 # SPDX-License-Identifier: Apache-2.0
-"""sentence-transformers folders load with no flags and pool as their
-SpladePooling says; dense folders saved as BertForMaskedLM stay dense."""
+"""What the carried test_splade.py does not already cover about loading
+with no flags: the real trained checkpoint saved as a sentence-transformers
+6.x SparseEncoder, a dense sentence-transformers folder whose backbone is a
+BertForMaskedLM (must not become SPLADE), and a user pooling type, which a
+SPLADE model refuses with a message that says what to use instead."""
 import os
 import shutil
 
 import pytest
 import torch
 
-from tests.conftest import free_engine, st_vectors, vllm_vectors
+from tests.conftest import free_engine, make_llm, st_vectors, vllm_vectors
 from tests.models.language.pooling.splade_texts import PARITY_TEXTS
+from tests.utils import SPLADE_OVERRIDES
 
 
 def _no_flags_vectors(path: str, texts: list[str]) -> torch.Tensor:
@@ -37,40 +41,44 @@ def assert_sparse_close(got: torch.Tensor, want: torch.Tensor,
             assert (d <= 1e-5 * w.abs().clamp(min=1)).all(), text
 
 
-@pytest.mark.parametrize("pooling,activation", [("max", "relu"),
-                                                ("sum", "relu"),
-                                                ("max", "log1p_relu")])
-def test_sparse_encoder_folder_loads_with_no_flags(tmp_path, splade_tiny,
-                                                   pooling, activation):
+def save_sparse_encoder(path: str, backbone: str) -> None:
+    """`backbone` as sentence-transformers 6.x saves a SparseEncoder."""
     from sentence_transformers import SparseEncoder
-    from sentence_transformers.sparse_encoder.models import (MLMTransformer,
-                                                             SpladePooling)
-    mlm = MLMTransformer(splade_tiny)
+    from sentence_transformers.sparse_encoder.modules import (SpladePooling,
+                                                              Transformer)
     SparseEncoder(modules=[
-        mlm,
-        SpladePooling(pooling_strategy=pooling,
-                      activation_function=activation,
-                      word_embedding_dimension=mlm.get_sentence_embedding_dimension())
+        Transformer(backbone, transformer_task="fill-mask"),
+        SpladePooling(pooling_strategy="max", activation_function="relu")
     ],
-                  device="cpu").save(str(tmp_path))
-    want = st_vectors(SparseEncoder(str(tmp_path), device="cpu"),
-                      PARITY_TEXTS)
-    got = _no_flags_vectors(str(tmp_path), PARITY_TEXTS)
-    assert_sparse_close(got, want, PARITY_TEXTS, pooling)
+                  device="cpu").save(path)
 
 
-def test_plain_masked_lm_folder_is_splade_with_no_flags(
-        splade_tiny, splade_llm):
-    texts = PARITY_TEXTS[:12]
-    torch.testing.assert_close(_no_flags_vectors(splade_tiny, texts),
-                               vllm_vectors(splade_llm, texts),
-                               rtol=0,
-                               atol=1e-6)
+def _model_config(path: str):
+    """The ModelConfig an engine would get with no flags (no engine)."""
+    from vllm.config import ModelConfig
+    return ModelConfig(model=path, runner="pooling", dtype="float32")
 
 
-def test_dense_sentence_transformers_masked_lm_folder_stays_dense(
+def test_trained_sparse_encoder_folder_loads_with_no_flags(tmp_path,
+                                                           splade_tiny):
+    path = str(tmp_path / "sparse-encoder")
+    save_sparse_encoder(path, splade_tiny)
+    config = _model_config(path)
+    assert config.architecture == "BertSpladeSparseEmbeddingModel"
+    assert config.pooler_config.splade_pooling == "max"
+    assert config.pooler_config.splade_activation == "relu"
+
+    from sentence_transformers import SparseEncoder
+    want = st_vectors(SparseEncoder(path, device="cpu"), PARITY_TEXTS)
+    got = _no_flags_vectors(path, PARITY_TEXTS)
+    assert_sparse_close(got, want, PARITY_TEXTS, "max")
+
+
+def test_dense_sentence_transformers_masked_lm_folder_is_not_splade(
         tmp_path, splade_tiny):
-    """A dense model whose backbone is saved as BertForMaskedLM."""
+    """A dense model (CLS pooling + Normalize) whose backbone is saved as
+    BertForMaskedLM keeps upstream's meaning: no SPLADE architecture, no
+    SPLADE pooling read from it."""
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.models import Normalize, Pooling, Transformer
     backbone = Transformer(splade_tiny)
@@ -81,13 +89,41 @@ def test_dense_sentence_transformers_masked_lm_folder_stays_dense(
         Normalize()
     ],
                         device="cpu").save(str(tmp_path))
-    # Keep the BertForMaskedLM checkpoint itself: bert.-prefixed encoder
-    # weights plus an MLM head that dense pooling must ignore.
+    # Keep the BertForMaskedLM checkpoint itself (sentence-transformers
+    # saves the backbone as BertModel): bert.-prefixed encoder weights plus
+    # an MLM head that dense pooling must ignore.
     for name in ("config.json", "model.safetensors"):
         shutil.copy(os.path.join(splade_tiny, name), tmp_path / name)
-    texts = PARITY_TEXTS[:20]
-    want = SentenceTransformer(str(tmp_path), device="cpu").encode(
-        texts, convert_to_tensor=True).float()
-    got = _no_flags_vectors(str(tmp_path), texts)
-    assert got.shape == (len(texts), 128)
-    torch.testing.assert_close(got, want, rtol=0, atol=1e-5)
+    config = _model_config(str(tmp_path))
+    assert config.architecture == "BertForMaskedLM"
+    assert config.pooler_config.splade_pooling is None
+
+
+def test_user_pooling_type_is_refused_with_a_hint(splade_tiny):
+    """--pooler-config '{"pooling_type": "MEAN"}' would silently replace
+    SPLADE pooling; the model refuses it at start and names
+    splade_pooling."""
+    with pytest.raises(Exception) as info:
+        llm = make_llm(splade_tiny, pooler_config={"pooling_type": "MEAN"})
+        free_engine(llm)
+    message = str(info.value)
+    assert "splade_pooling" in message, message
+    assert "'MEAN'" in message, message
+
+
+def test_splade_pooling_from_the_user_is_honoured(splade_tiny, splade_llm):
+    """The supported way to choose: pooler_config splade_pooling."""
+    texts = PARITY_TEXTS[:8]
+    llm = make_llm(splade_tiny,
+                   hf_overrides=SPLADE_OVERRIDES,
+                   pooler_config={"splade_pooling": "sum"})
+    try:
+        summed = vllm_vectors(llm, texts)
+    finally:
+        free_engine(llm)
+    maxed = vllm_vectors(splade_llm, texts)
+    # Same terms (a sum of non-negatives is > 0 where the max is), larger
+    # weights for every text with more than one token.
+    assert torch.equal(summed > 0, maxed > 0)
+    assert (summed >= maxed - 1e-5).all()
+    assert (summed.sum(1) > maxed.sum(1)).all()
