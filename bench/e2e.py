@@ -1,34 +1,51 @@
 # SPDX-License-Identifier: Apache-2.0
-"""End to end: texts/s of vLLM SPLADE vs sentence-transformers, and the floor.
+"""End to end: texts/s of the patched vLLM SPLADE vs upstream's unpatched
+SPLADE of the same pin vs sentence-transformers, and the floor.
 
-For one checkpoint, on the same texts, side by side in one process:
-vLLM `LLM.embed` with BertSpladeSparseEmbeddingModel, sentence-transformers
-`SparseEncoder.encode(batch_size=32)`, vLLM's dense BertModel embedding of
-the same backbone, and the bare decoder GEMM on the same number of tokens.
-Engine and model start are excluded; each side gets one warm-up call.
-Each figure is wall time, with the process CPU time beside it (steadier
-when other jobs share the cores); the wall time spent in the BERT encoder
-and in the SPLADE pooler is recorded too (wrapped `forward`s).
-With --rounds N the four run N times, interleaved, and the best is kept.
+For one checkpoint, on the same texts, side by side in one run:
+- patched: `LLM.embed` with BertSpladeSparseEmbeddingModel in .venv's
+  patched vLLM build, on the checkpoint as it is;
+- upstream: the same in the unpatched build of the same pin (tag `base`,
+  installed under build/vllm-base-site, --site), on the copy of the
+  checkpoint that upstream can load (bench/models.py `ensure_upstream`);
+- sentence-transformers: `SparseEncoder.encode(batch_size=32)`;
+- the floor: vLLM's dense BertModel embedding of the same backbone
+  (patched build) plus the bare decoder GEMM on the same number of tokens.
+Each vLLM run is a subprocess of its own, with PYTHONPATH naming its
+build's site (none for .venv's); sentence-transformers and the GEMM run in
+this process, which imports no vLLM. Engine and model start are excluded;
+each side gets one warm-up call. Each figure is wall time, with the CPU
+time of the measuring process beside it (steadier when other jobs share
+the cores); for the vLLM runs the wall time spent in the BERT encoder and
+in the SPLADE pooler is recorded too (wrapped `forward`s).
+With --rounds N the five run N times, interleaved, and the best is kept.
+
+Before timing, the first --check texts are checked: upstream's vectors (on
+its converted copy) must match the patched build's (on the original)
+within 1e-5, or the run stops; sentence-transformers' difference is
+printed too.
 
     python -m bench.e2e {tiny|base} OUT.json [--texts N] [--rounds N]
+    python -m bench.e2e child JOB.json      (one vLLM run; internal)
 """
 import argparse
 import gc
 import json
+import os
 import resource
+import subprocess
+import sys
 import time
 from functools import partial, wraps
 from pathlib import Path
 
 import torch
-from transformers import AutoConfig, AutoTokenizer
 
-from bench.corpus import count_tokens, make_corpus, subset
-from bench.models import TINY, ensure_backbone, ensure_base
+from bench.models import (BENCH, DENSE, ROOT, SPLADE, TINY, ensure_backbone,
+                          ensure_base, ensure_upstream)
 
-SPLADE = {"architectures": ["BertSpladeSparseEmbeddingModel"]}
-DENSE = {"architectures": ["BertModel"]}
+UPSTREAM_SITE = ROOT / "build/vllm-base-site"
+CHECK_TOL = 1e-5
 
 SPENT: dict[str, float] = {}
 
@@ -38,8 +55,8 @@ def _faults() -> int:
 
 
 def _timed(cls: type, key: str) -> None:
-    """Add the wall time of each `cls.forward` call to SPENT[key], and the
-    page faults it takes (fresh memory) to SPENT[key + "_faults"]."""
+    """Add the wall time of each `cls.forward` call to SPENT[key + "_s"],
+    and the page faults it takes (fresh memory) to SPENT[key + "_faults"]."""
     forward = cls.forward
 
     @wraps(forward)
@@ -56,28 +73,69 @@ def _timed(cls: type, key: str) -> None:
     cls.forward = timed_forward
 
 
-def vllm_seconds(path: Path, overrides: dict, texts: list[str],
-                 name: str) -> dict[str, float]:
-    """Wall time of one `LLM.embed` over `texts`, engine start excluded,
-    and of it the time in the BERT encoder and in the SPLADE pooler."""
+def child(job_path: str) -> None:
+    """One vLLM run, in a process of its own: JOB.json names the model,
+    overrides, texts, the build it expects and where to write results."""
+    job = json.loads(Path(job_path).read_text())
+    from importlib.metadata import version
+
+    import vllm
     from vllm import LLM
-    from vllm.distributed import cleanup_dist_env_and_memory
-    llm = LLM(model=str(path),
+    from vllm.model_executor.models import bert
+    build = version("vllm")
+    print(f"bench: {job['name']}: vllm {build} from "
+          f"{Path(vllm.__file__).parent}", file=sys.stderr, flush=True)
+    if f"+{job['build']}." not in build:
+        raise SystemExit(f"bench: {job['name']} wants a +{job['build']} "
+                         f"build of vLLM, found {build}")
+    _timed(bert.BertModel, "encoder")
+    _timed(bert.SPLADESparsePooler, "pooler")
+    texts = json.loads(Path(job["texts"]).read_text())
+    llm = LLM(model=job["model"],
               runner="pooling",
               dtype="float32",
               enforce_eager=True,
-              hf_overrides=overrides)
-    llm.embed(texts[:16], use_tqdm=False)
+              max_model_len=512,
+              hf_overrides=job["overrides"])
+    warm = llm.embed(texts[:16], use_tqdm=False)
+    if job.get("dump"):
+        torch.save(
+            torch.stack([
+                torch.as_tensor(o.outputs.embedding, dtype=torch.float32)
+                for o in warm[:job["check"]]
+            ]), job["dump"])
     SPENT.clear()
+    gc.collect()
     start, cpu = time.perf_counter(), time.process_time()
     out = llm.embed(texts, use_tqdm=False)
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     assert len(out) == len(texts)
-    del llm, out
-    gc.collect()
-    cleanup_dist_env_and_memory()
-    spent = {f"{name}_{key}": v for key, v in SPENT.items()}
-    return spent | {name + "_s": seconds, name + "_cpu_s": cpu}
+    name = job["name"]
+    result = {f"{name}_{key}": v for key, v in SPENT.items()}
+    result |= {name + "_s": seconds, name + "_cpu_s": cpu,
+               name + "_vllm": build}
+    Path(job["out"]).write_text(json.dumps(result))
+
+
+def vllm_run(name: str, build: str, site: Path | None, model: Path,
+             overrides: dict, texts_path: Path,
+             dump: Path | None = None, check: int = 0) -> dict:
+    """One vLLM run in a subprocess with `site` first on its path."""
+    job_path = BENCH / f"e2e-job-{name}.json"
+    out = BENCH / f"e2e-job-{name}.out.json"
+    out.unlink(missing_ok=True)
+    job_path.write_text(json.dumps({
+        "name": name, "build": build, "model": str(model),
+        "overrides": overrides, "texts": str(texts_path), "out": str(out),
+        "dump": str(dump) if dump else None, "check": check,
+    }))
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    if site is not None:
+        env["PYTHONPATH"] = str(site)
+    subprocess.run([sys.executable, "-m", "bench.e2e", "child",
+                    str(job_path)], check=True, cwd=ROOT, env=env)
+    return json.loads(out.read_text())
 
 
 def st_seconds(path: Path, texts: list[str]) -> dict[str, float]:
@@ -85,11 +143,19 @@ def st_seconds(path: Path, texts: list[str]) -> dict[str, float]:
     from sentence_transformers import SparseEncoder
     encoder = SparseEncoder(str(path), device="cpu")
     encoder.encode(texts[:32], batch_size=32)
+    gc.collect()
     start, cpu = time.perf_counter(), time.process_time()
     out = encoder.encode(texts, batch_size=32)
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     assert len(out) == len(texts)
     return {"st_s": seconds, "st_cpu_s": cpu}
+
+
+def st_vectors(path: Path, texts: list[str]) -> torch.Tensor:
+    from sentence_transformers import SparseEncoder
+    encoder = SparseEncoder(str(path), device="cpu")
+    return encoder.encode(texts, batch_size=32, convert_to_tensor=True,
+                          convert_to_sparse_tensor=False).float()
 
 
 @torch.inference_mode()
@@ -114,14 +180,25 @@ def gemm_seconds(hidden: int,
     }
 
 
-def main(which: str, out_path: str, num_texts: int, rounds: int) -> None:
+def main(which: str, out_path: str, num_texts: int, rounds: int,
+         check: int, site: Path) -> None:
+    from transformers import AutoConfig, AutoTokenizer
+
+    from bench.corpus import count_tokens, make_corpus, subset
     path = TINY if which == "tiny" else ensure_base()
     backbone = ensure_backbone(path)
+    upstream = ensure_upstream(path)
+    if not (site / "vllm").is_dir():
+        raise SystemExit(f"bench: no unpatched vLLM build in {site}")
     tokenizer = AutoTokenizer.from_pretrained(path)
     corpus = make_corpus(tokenizer)
     texts = subset(corpus, num_texts)
+    check = min(check, 16, len(texts))
     lens = count_tokens(tokenizer, texts)
     config = AutoConfig.from_pretrained(path)
+    BENCH.mkdir(parents=True, exist_ok=True)
+    texts_path = BENCH / f"e2e-{which}-texts.json"
+    texts_path.write_text(json.dumps(texts))
     result = {
         "model": path.name,
         "layers": config.num_hidden_layers,
@@ -132,19 +209,24 @@ def main(which: str, out_path: str, num_texts: int, rounds: int) -> None:
         "tokens": sum(lens),
         "min_len": min(lens),
         "max_len": max(lens),
+        "upstream_model": str(upstream.relative_to(ROOT)),
     }
-    from vllm.model_executor.models.bert import BertModel, SpladeSparsePooler
-    _timed(BertModel, "encoder")
-    _timed(SpladeSparsePooler, "pooler")
-    gemm = partial(gemm_seconds, config.hidden_size, config.vocab_size,
-                   sum(lens))
+    dumps = {side: BENCH / f"e2e-{which}-{side}.pt"
+             for side in ("patched", "upstream")}
     runs = {
-        "vllm_s": partial(vllm_seconds, path, SPLADE, texts, "vllm"),
-        "dense_s": partial(vllm_seconds, backbone, DENSE, texts, "dense"),
-        "gemm_s": gemm,
+        "patched_s": partial(vllm_run, "patched", "splade", None, path,
+                             SPLADE, texts_path),
+        "upstream_s": partial(vllm_run, "upstream", "base", site, upstream,
+                              SPLADE, texts_path),
+        "dense_s": partial(vllm_run, "dense", "splade", None, backbone,
+                           DENSE, texts_path),
+        "gemm_s": partial(gemm_seconds, config.hidden_size,
+                          config.vocab_size, sum(lens)),
         "st_s": partial(st_seconds, path, texts),
     }
-    for _ in range(rounds):  # interleaved; the best of each is kept
+    for side, dump in dumps.items():  # the first round also checks
+        runs[side + "_s"] = partial(runs[side + "_s"], dump=dump, check=check)
+    for round_ in range(rounds):  # interleaved; the best of each is kept
         for key, run in runs.items():
             figures = run()
             if figures[key] < result.get(key, float("inf")):
@@ -152,14 +234,50 @@ def main(which: str, out_path: str, num_texts: int, rounds: int) -> None:
             cpu = figures[key.replace("_s", "_cpu_s")]
             print(f"bench: {path.name} {key[:-2]} {figures[key]:.2f} s "
                   f"(CPU {cpu:.2f} s)", flush=True)
+            if round_ == 0 and key == "upstream_s":
+                result.update(check_vectors(dumps, path, texts[:check]))
+                for side in dumps:  # once is enough
+                    runs[side + "_s"] = partial(runs[side + "_s"], dump=None,
+                                                check=0)
     Path(out_path).write_text(json.dumps(result, indent=1))
 
 
+def check_vectors(dumps: dict[str, Path], path: Path,
+                  texts: list[str]) -> dict:
+    """Upstream (converted copy) vs patched (original) on the same texts:
+    stop unless they match within CHECK_TOL; ST's difference for scale."""
+    patched = torch.load(dumps["patched"])
+    upstream = torch.load(dumps["upstream"])
+    st = st_vectors(path, texts)
+    diff = (upstream - patched).abs().max().item()
+    st_diff = (st - patched).abs().max().item()
+    same_terms = ((upstream > 0) == (patched > 0)).all(1).sum().item()
+    verdict = "ok" if diff <= CHECK_TOL else "MISMATCH"
+    print(f"bench: check {path.name}: upstream on its converted copy vs "
+          f"patched on the original, first {len(texts)} texts: "
+          f"max |diff| {diff:.2e} (<= {CHECK_TOL:.0e}: {verdict}), same "
+          f"non-zero terms in {same_terms}/{len(texts)}; "
+          f"sentence-transformers vs patched: {st_diff:.2e}", flush=True)
+    if diff > CHECK_TOL:
+        raise SystemExit(f"bench: upstream and patched SPLADE differ by "
+                         f"{diff:.2e} on {path.name}: not the same model")
+    return {"check_texts": len(texts), "check_upstream_diff": diff,
+            "check_same_terms": same_terms, "check_st_diff": st_diff}
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["child"]:
+        child(sys.argv[2])
+        sys.exit()
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("model", choices=("tiny", "base"))
     parser.add_argument("out")
     parser.add_argument("--texts", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--check", type=int, default=16,
+                        help="texts checked upstream vs patched (<= 16)")
+    parser.add_argument("--site", type=Path, default=UPSTREAM_SITE,
+                        help="site dir of the unpatched vLLM build")
     args = parser.parse_args()
-    main(args.model, args.out, args.texts, args.rounds)
+    main(args.model, args.out, args.texts, args.rounds, args.check,
+         args.site)

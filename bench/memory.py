@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Peak extra memory of the pooling step (hidden 768, vocab 30522).
+"""Peak extra memory of the pooling step (hidden 768, vocab 30522): the
+patched SPLADESparsePooler (.venv's build) vs full [T, V] logits at once.
 
 Each (method, tokens) runs in a fresh Python process: inputs are built and
 the method is warmed up on 64 tokens, then the kernel's peak-RSS mark
@@ -7,7 +8,7 @@ the method is warmed up on 64 tokens, then the kernel's peak-RSS mark
 peak extra = VmHWM after - VmRSS before. Where the reset is not allowed,
 ru_maxrss growth is used instead (the `how` field says which).
 
-    python -m bench.memory OUT.json
+    python -m bench.memory OUT.json [--quick]
 """
 import json
 import resource
@@ -42,12 +43,11 @@ def child(method: str, num_tokens: int) -> dict:
     import gc
 
     import torch
-    from vllm.model_executor.models.bert import SpladeSparsePooler
 
-    from bench.pooler import make_head, make_metadata
+    from bench.pooler import make_head, make_metadata, make_pooler
     torch.set_grad_enabled(False)
     head = make_head(HIDDEN)
-    pooler = SpladeSparsePooler(head, "embed")
+    pooler = make_pooler("patched", head)
 
     def full_logits(hidden: torch.Tensor, lens: list[int]) -> torch.Tensor:
         weights = torch.log1p(torch.relu(head(hidden)))  # [T, V] at once
@@ -83,9 +83,10 @@ def child(method: str, num_tokens: int) -> dict:
     }
 
 
-def main(out_path: str) -> None:
+def main(out_path: str, quick: bool = False) -> None:
     rows = []
-    runs = [("ours", t) for t in OURS] + [("naive", t) for t in NAIVE]
+    ours, naive = ((4096,), (4096,)) if quick else (OURS, NAIVE)
+    runs = [("ours", t) for t in ours] + [("naive", t) for t in naive]
     for method, num_tokens in runs:
         logits_mib = num_tokens * VOCAB * 4 / 2**20
         avail = _proc_mib("/proc/meminfo", "MemAvailable")
@@ -114,4 +115,4 @@ if __name__ == "__main__":
     if sys.argv[1] == "child":
         print(json.dumps(child(sys.argv[2], int(sys.argv[3]))))
     else:
-        main(sys.argv[1])
+        main(sys.argv[1], "--quick" in sys.argv[2:])

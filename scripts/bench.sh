@@ -1,18 +1,31 @@
 #!/usr/bin/env bash
-# Benchmark SPLADE in the patched vLLM CPU build against sentence-transformers
-# and the floor (dense backbone + decoder GEMM); print the tables and write
-# docs/performance.md. About 6-8 minutes on 2 cores.
+# Benchmark SPLADE in the patched vLLM CPU build side by side with upstream's
+# unpatched SPLADE of the same pin (tag 'base', built like vllm-tests.sh
+# does), sentence-transformers and the floor (dense backbone + decoder GEMM);
+# print the tables and write docs/performance.md.
+#   bench.sh          the full run (~15-25 min on 2 idle cores, estimated)
+#   bench.sh --smoke  a few texts, one round, small pooler/memory cases, to
+#                     check that every step runs; the page goes to
+#                     build/bench/smoke/performance.md, docs/ is untouched
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source vllm-version.txt
+unset PYTHONPATH  # each vLLM run picks its build (bench/e2e.py, pooler.py)
 py=.venv/bin/python
 out=build/bench
+doc=docs/performance.md
+texts=1000 base_texts=200 rounds=2 pooler_rounds=3 quick=()
+if [ "${1:-}" = --smoke ]; then
+  out=build/bench/smoke doc=build/bench/smoke/performance.md
+  texts=40 base_texts=8 rounds=1 pooler_rounds=1 quick=(--quick)
+fi
 log=$out/bench.log
 mkdir -p "$out"
 : >"$log"
-# The engine runs in this process (VLLM_ENABLE_V1_MULTIPROCESSING=0), so
-# vLLM's default OpenMP thread pinning would pin the main thread to one core
-# for everything measured after it (sentence-transformers, the GEMM floor):
-# VLLM_CPU_OMP_THREADS_BIND=all leaves every run to the OS scheduler alike.
+# The engine runs in the measuring process (VLLM_ENABLE_V1_MULTIPROCESSING=0),
+# so vLLM's default OpenMP thread pinning would pin its main thread to one
+# core: VLLM_CPU_OMP_THREADS_BIND=all leaves every run to the OS scheduler
+# alike.
 export VLLM_ENABLE_V1_MULTIPROCESSING=0 VLLM_CPU_OMP_THREADS_BIND=all \
   VLLM_CPU_KVCACHE_SPACE=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
   VLLM_CONFIGURE_LOGGING=0 TOKENIZERS_PARALLELISM=false
@@ -27,11 +40,37 @@ run() {
   echo "bench: $* (at ${SECONDS}s)" >>"$log"
   "$py" -m "$@" 2>>"$log" | { grep --line-buffered -v '^\[Gloo\]' || :; }
 }
+
+# The unpatched build of the same pin, as scripts/vllm-tests.sh makes it
+# (reused when that script or an earlier bench built it).
+src=build/vllm
+bsite="$PWD/build/vllm-base-site"
+base="$VLLM_VERSION+base.$(git -C "$src" rev-parse --short=8 'base^{tree}').cpu"
+have=$(PYTHONPATH=$bsite "$py" -c \
+  'import importlib.metadata as m; print(m.version("vllm"))' 2>/dev/null || :)
+if [ "$have" != "$base" ]; then
+  echo "bench: building the unpatched vLLM $base (at ${SECONDS}s)" | tee -a "$log"
+  wt="$PWD/build/vllm-base-tree"
+  git -C "$src" worktree remove --force "$wt" 2>/dev/null || rm -rf "$wt"
+  git -C "$src" worktree prune
+  trap 'git -C "$src" worktree remove --force "$wt"' EXIT
+  git -C "$src" worktree add --detach --quiet "$wt" base
+  TREE="$wt" DIST=build/vllm-base-dist LABEL=base scripts/build-wheel.sh cpu \
+    >>"$log" 2>&1
+  git -C "$src" worktree remove --force "$wt" && trap - EXIT
+  rm -rf "$bsite"
+  build/tools/bin/uv pip install --quiet --python "$py" --no-deps \
+    --compile-bytecode --target "$bsite" \
+    "build/vllm-base-dist/vllm-$base-"*.whl >>"$log" 2>&1
+fi
+
 run bench.models
-run bench.e2e tiny "$out/e2e-tiny.json" --texts 1000 --rounds 2
-run bench.e2e base "$out/e2e-base.json" --texts 200
-run bench.pooler "$out/pooler.json"
-run bench.memory "$out/memory.json"
-run bench.api "$out/api.json" --texts 1000
+run bench.e2e tiny "$out/e2e-tiny.json" --texts "$texts" --rounds "$rounds" \
+  --site "$bsite"
+run bench.e2e base "$out/e2e-base.json" --texts "$base_texts" --site "$bsite"
+run bench.pooler "$out/pooler.json" --rounds "$pooler_rounds" --site "$bsite" \
+  "${quick[@]}"
+run bench.memory "$out/memory.json" "${quick[@]}"
+run bench.api "$out/api.json" --texts "$texts"
 echo
-run bench.report "$out" --started "$started" --load "$load"
+run bench.report "$out" --started "$started" --load "$load" --doc "$doc"
