@@ -46,13 +46,14 @@ def generate_cases(model: str, embed_sparse: bool = True) -> list[Case]:
     def dense(path, body, expect="ok", texts=None):
         cases.append(Case(path, {"model": model, **body}, expect, texts))
 
-    # Good requests, one text and small batches, odd text included.
+    # Good requests, one text and small batches, odd text included. An
+    # empty string is a 400 for /embed_sparse, as in TEI (below).
     for text in good_texts:
-        sparse({"inputs": text}, texts=[text])
+        sparse({"inputs": text}, "bad" if text == "" else "ok", [text])
         dense("/v1/embeddings", {"input": text}, texts=[text])
     for _ in range(20):
         batch = rng.sample(good_texts, rng.randint(2, 8))
-        sparse({"inputs": batch}, texts=batch)
+        sparse({"inputs": batch}, "bad" if "" in batch else "ok", batch)
         dense("/v1/embeddings", {"input": batch}, texts=batch)
     for text in ["hello", "what causes aging fast", "😀", ""]:
         dense("/pooling", {"input": text}, texts=[text])

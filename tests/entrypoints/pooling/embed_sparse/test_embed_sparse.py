@@ -1,0 +1,180 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright contributors to the vLLM project
+"""The TEI-compatible ``/embed_sparse`` endpoint of SPLADE models."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import requests
+
+from tests.utils import RemoteOpenAIServer
+from vllm.tokenizers import get_tokenizer
+
+MODEL_NAME = os.environ.get(
+    "VLLM_TEST_SPLADE_MODEL", "naver/splade-cocondenser-ensembledistil"
+)
+MAX_MODEL_LEN = 512
+TEXTS = [
+    "what causes aging fast",
+    "The capital of France is Paris, a city on the Seine.",
+]
+# Right truncation keeps the apples, left truncation the bananas.
+LONG_TEXT = "apple " * 400 + "banana " * 400
+
+
+@pytest.fixture(scope="module")
+def server():
+    args = [
+        "--runner",
+        "pooling",
+        "--dtype",
+        "float32",
+        "--enforce-eager",
+        "--max-model-len",
+        str(MAX_MODEL_LEN),
+        "--hf-overrides",
+        json.dumps({"architectures": ["BertSpladeSparseEmbeddingModel"]}),
+    ]
+    with RemoteOpenAIServer(MODEL_NAME, args) as remote_server:
+        yield remote_server
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return get_tokenizer(MODEL_NAME)
+
+
+def _embed_sparse(server: RemoteOpenAIServer, **body) -> requests.Response:
+    return requests.post(server.url_for("embed_sparse"), json=body)
+
+
+def _dense(server: RemoteOpenAIServer, texts: list[str], **extra) -> np.ndarray:
+    response = requests.post(
+        server.url_for("v1/embeddings"),
+        json={"model": MODEL_NAME, "input": texts, **extra},
+    )
+    response.raise_for_status()
+    data = response.json()["data"]
+    return np.array([d["embedding"] for d in data], dtype=np.float32)
+
+
+def _assert_matches_dense(sparse: list[dict], dense: np.ndarray) -> None:
+    indices = [term["index"] for term in sparse]
+    assert indices == sorted(indices)
+    assert indices == np.flatnonzero(dense).tolist()
+    values = np.array([term["value"] for term in sparse], dtype=np.float32)
+    np.testing.assert_allclose(values, dense[indices], rtol=0, atol=1e-6)
+
+
+def _assert_error(response: requests.Response, *fragments: str) -> str:
+    assert response.status_code == 400, response.text
+    message = response.json()["error"]["message"]
+    for fragment in fragments:
+        assert fragment in message, message
+    return message
+
+
+def test_matches_embeddings(server: RemoteOpenAIServer):
+    response = _embed_sparse(server, inputs=TEXTS)
+    response.raise_for_status()
+    result = response.json()
+    dense = _dense(server, TEXTS)
+    assert len(result) == len(TEXTS)
+    for sparse, vector in zip(result, dense):
+        assert sparse, "SPLADE vector has no active terms"
+        assert all(set(term) == {"index", "value"} for term in sparse)
+        _assert_matches_dense(sparse, vector)
+
+
+def test_single_string_and_float32_printing(server: RemoteOpenAIServer):
+    response = _embed_sparse(server, inputs=TEXTS[0])
+    response.raise_for_status()
+    (sparse,) = response.json()
+    _assert_matches_dense(sparse, _dense(server, [TEXTS[0]])[0])
+    # TEI prints float32: the shortest decimal that round-trips it.
+    numbers = json.loads(response.text, parse_float=str)[0]
+    for term in numbers:
+        assert term["value"] == str(np.float32(term["value"])), term
+
+
+def test_top_k(server: RemoteOpenAIServer):
+    (full,) = _embed_sparse(server, inputs=TEXTS[0]).json()
+    (top,) = _embed_sparse(server, inputs=TEXTS[0], top_k=5).json()
+    assert len(top) == 5
+    indices = [term["index"] for term in top]
+    assert indices == sorted(indices)
+    largest = sorted(full, key=lambda term: term["value"], reverse=True)[:5]
+    assert sorted(indices) == sorted(term["index"] for term in largest)
+    by_index = {term["index"]: term["value"] for term in full}
+    assert all(by_index[term["index"]] == term["value"] for term in top)
+
+    (everything,) = _embed_sparse(server, inputs=TEXTS[0], top_k=100_000).json()
+    assert everything == full
+
+
+def test_return_tokens(server: RemoteOpenAIServer, tokenizer):
+    (sparse,) = _embed_sparse(server, inputs=TEXTS[0], return_tokens=True).json()
+    indices = [term["index"] for term in sparse]
+    tokens = [term["token"] for term in sparse]
+    assert tokens == tokenizer.convert_ids_to_tokens(indices)
+    assert "aging" in tokens
+
+
+def test_too_long_without_truncate(server: RemoteOpenAIServer):
+    response = _embed_sparse(server, inputs=["short", LONG_TEXT])
+    _assert_error(response, str(MAX_MODEL_LEN), str(MAX_MODEL_LEN + 1))
+
+
+@pytest.mark.parametrize("direction", ["right", "Right", "left", "Left"])
+def test_truncate(server: RemoteOpenAIServer, tokenizer, direction: str):
+    response = _embed_sparse(
+        server, inputs=LONG_TEXT, truncate=True, truncation_direction=direction
+    )
+    response.raise_for_status()
+    (sparse,) = response.json()
+    side = direction.lower()
+    extra: dict = {"truncate_prompt_tokens": -1}
+    if side == "left":
+        extra["truncation_side"] = "left"
+    _assert_matches_dense(sparse, _dense(server, [LONG_TEXT], **extra)[0])
+
+    kept, dropped = ("apple", "banana") if side == "right" else ("banana", "apple")
+    weights = {term["index"]: term["value"] for term in sparse}
+    (kept_id,) = tokenizer.convert_tokens_to_ids([kept])
+    (dropped_id,) = tokenizer.convert_tokens_to_ids([dropped])
+    assert weights.get(kept_id, 0.0) > weights.get(dropped_id, 0.0)
+
+
+@pytest.mark.parametrize("inputs", ["", [], ["fine", ""]])
+def test_empty_inputs(server: RemoteOpenAIServer, inputs):
+    _assert_error(_embed_sparse(server, inputs=inputs), "`inputs` cannot be empty")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"inputs": "x", "unknown": 1},
+        {"inputs": "x", "truncation_side": "left"},
+        {"inputs": 5},
+        {"inputs": [1, 2]},
+        {"inputs": "x", "truncate": "yes"},
+        {"inputs": "x", "truncation_direction": "middle"},
+        {"inputs": "x", "top_k": 0},
+        {"inputs": "x", "top_k": -3},
+        {"inputs": "x", "top_k": 2.5},
+        {"inputs": "x", "return_tokens": 1},
+    ],
+)
+def test_invalid_request(server: RemoteOpenAIServer, body: dict):
+    response = requests.post(server.url_for("embed_sparse"), json=body)
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["code"] == 400
+
+
+def test_prompt_name_refused(server: RemoteOpenAIServer):
+    response = _embed_sparse(server, inputs="x", prompt_name="query")
+    _assert_error(response, "not supported")
+    response = _embed_sparse(server, inputs="x", prompt_name=None)
+    response.raise_for_status()
