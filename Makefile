@@ -52,7 +52,7 @@ test: setup build-wheel check lint ## Everything above, then all test lanes
 vllm-tests: setup ## vLLM's own tests, unpatched vs patched CPU build (~6-10 min)
 	scripts/vllm-tests.sh
 
-bench: setup ## Speed and memory vs sentence-transformers -> docs/performance.md
+bench: setup ## Patched vs upstream SPLADE vs sentence-transformers vs floor -> docs/performance.md
 	scripts/bench.sh
 
 serve: setup ## Serve splade-tiny on 127.0.0.1 (PORT=8000)
