@@ -36,22 +36,17 @@ calculus mathematical change motion century newton leibniz""".split()
 BERT_SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 # RoBERTa/XLM-R layout: <pad> must be id 1 (= config.pad_token_id).
 ROBERTA_SPECIALS = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
-QWEN_SPECIALS = ["<|endoftext|>", "<unk>"]
 
 # hub name -> (family, head, extra config, sentence-transformers pooling)
 STAND_INS = {
     # BERT
+    "BAAI/bge-base-en-v1.5": ("bert", "BertModel", {}, ("cls", True, 512)),
     "sentence-transformers/all-MiniLM-L12-v2":
     ("bert", "BertModel", {}, ("mean", True, 128)),
-    "BAAI/bge-base-en-v1.5": ("bert", "BertModel", {}, ("cls", True, 512)),
-    "intfloat/e5-small": ("bert", "BertModel", {}, None),
-    "cross-encoder/ms-marco-MiniLM-L-6-v2":
-    ("bert", "BertForSequenceClassification", {
-        "num_labels": 1
-    }, None),
-    "boltuix/NeuroBERT-NER": ("bert", "BertForTokenClassification", {
-        "num_labels": 9
-    }, None),
+    # The real one is the original Google checkpoint (legacy gamma/beta
+    # names, no decoder tensor); this one is saved by transformers 5: a
+    # tied decoder, no decoder tensor, modern names.
+    "google-bert/bert-base-uncased": ("bert", "BertForMaskedLM", {}, None),
     "Rami/multi-label-class-classification-on-github-issues":
     ("bert", "BertForSequenceClassification", {
         "num_labels": 6,
@@ -60,29 +55,15 @@ STAND_INS = {
     # RoBERTa / XLM-RoBERTa (vLLM's roberta.py builds on bert.py)
     "sentence-transformers/stsb-roberta-base-v2":
     ("roberta", "RobertaModel", {}, ("mean", False, 75)),
+    # Its tests check the embedding size (384): 12 heads of 32.
     "intfloat/multilingual-e5-small":
-    ("xlm-roberta", "XLMRobertaModel", {}, ("mean", True, 512)),
-    "papluca/xlm-roberta-base-language-detection":
-    ("xlm-roberta", "XLMRobertaForSequenceClassification", {
-        "num_labels": 20
-    }, None),
-    "BAAI/bge-reranker-v2-m3":
-    ("xlm-roberta", "XLMRobertaForSequenceClassification", {
-        "num_labels": 1
-    }, None),
-    # Decoder-only (no sliding window, no remote code)
-    "jason9693/Qwen2.5-1.5B-apeach":
-    ("qwen2", "Qwen2ForSequenceClassification", {
-        "num_labels": 2
-    }, None),
-    "ssmits/Qwen2-7B-Instruct-embed-base":
-    ("qwen2", "Qwen2Model", {}, ("mean", False, 512)),
-    "Qwen/Qwen3-Embedding-0.6B":
-    ("qwen3", "Qwen3ForCausalLM", {}, ("lasttoken", True, 1024)),
-    # Only for test_gritlm.py::test_find_array (a ModelConfig, no weights
-    # used); GritLM-7B is a Mistral-7B whose config names vLLM's "GritLM".
-    "parasail-ai/GritLM-7B-vllm": ("mistral", "MistralForCausalLM", {
-        "architectures": ["GritLM"]
+    ("xlm-roberta", "XLMRobertaModel", {
+        "hidden_size": 384,
+        "num_attention_heads": 12
+    }, ("mean", True, 512)),
+    "Davlan/xlm-roberta-base-ner-hrl":
+    ("xlm-roberta", "XLMRobertaForTokenClassification", {
+        "num_labels": 9
     }, None),
 }
 
@@ -107,8 +88,7 @@ def save_tokenizer(family: str, path: str) -> int:
         BertTokenizerFast(os.path.join(path, "vocab.txt"),
                           model_max_length=512).save_pretrained(path)
         return len(words)
-    qwen = family.startswith("qwen") or family == "mistral"
-    words = vocab(QWEN_SPECIALS if qwen else ROBERTA_SPECIALS)
+    words = vocab(ROBERTA_SPECIALS)
     tok = Tokenizer(
         models.WordPiece({w: i
                           for i, w in enumerate(words)},
@@ -116,30 +96,17 @@ def save_tokenizer(family: str, path: str) -> int:
     tok.normalizer = normalizers.BertNormalizer(lowercase=True)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tok.decoder = decoders.WordPiece()
-    if qwen:
-        # Qwen adds no BOS; Qwen3-Embedding appends <|endoftext|>, which
-        # its last-token pooling reads.
-        eos = [("<|endoftext|>", 0)]
-        tok.post_processor = processors.TemplateProcessing(
-            single="$A <|endoftext|>" if family == "qwen3" else "$A",
-            pair="$A $B <|endoftext|>" if family == "qwen3" else "$A $B",
-            special_tokens=eos if family == "qwen3" else [])
-        specials = dict(eos_token="<|endoftext|>",
-                        pad_token="<|endoftext|>",
-                        unk_token="<unk>",
-                        padding_side="left" if family == "qwen3" else "right")
-    else:
-        tok.post_processor = processors.TemplateProcessing(
-            single="<s> $A </s>",
-            pair="<s> $A </s> </s> $B </s>",
-            special_tokens=[("<s>", 0), ("</s>", 2)])
-        specials = dict(bos_token="<s>",
-                        eos_token="</s>",
-                        cls_token="<s>",
-                        sep_token="</s>",
-                        unk_token="<unk>",
-                        pad_token="<pad>",
-                        mask_token="<mask>")
+    tok.post_processor = processors.TemplateProcessing(
+        single="<s> $A </s>",
+        pair="<s> $A </s> </s> $B </s>",
+        special_tokens=[("<s>", 0), ("</s>", 2)])
+    specials = dict(bos_token="<s>",
+                    eos_token="</s>",
+                    cls_token="<s>",
+                    sep_token="</s>",
+                    unk_token="<unk>",
+                    pad_token="<pad>",
+                    mask_token="<mask>")
     PreTrainedTokenizerFast(tokenizer_object=tok,
                             model_max_length=512,
                             model_input_names=["input_ids", "attention_mask"],
@@ -151,36 +118,24 @@ def save_model(name: str, path: str) -> None:
     import transformers
 
     family, head, extra, st = STAND_INS[name]
-    extra = dict(extra)
-    architectures = extra.pop("architectures", None)
     os.makedirs(path, exist_ok=True)
     vocab_size = save_tokenizer(family, path)
+    # head_dim 32: vLLM's CPU attention backend supports only some head
+    # sizes (32, 64, 80, ...); 8 fails "Unsupported CPU attention
+    # configuration".
     common = dict(vocab_size=vocab_size,
-                  hidden_size=32,
+                  hidden_size=64,
                   num_hidden_layers=2,
-                  num_attention_heads=4,
-                  intermediate_size=64,
+                  num_attention_heads=2,
+                  intermediate_size=128,
                   initializer_range=0.1,
-                  **extra)
+                  # In the real configs; transformers 5 no longer writes it,
+                  # and its XLM-R code reads it from configs saved that way.
+                  position_embedding_type="absolute")
+    common.update(extra)
     if family == "bert":
         config = transformers.BertConfig(max_position_embeddings=512,
                                          **common)
-    elif family in ("qwen2", "qwen3", "mistral"):
-        # head_dim 32: vLLM's CPU paged attention needs one of 32, 64, ...
-        common.update(hidden_size=64,
-                      intermediate_size=128,
-                      num_attention_heads=2,
-                      num_key_value_heads=1)
-        if family != "qwen2":
-            common.update(head_dim=32)
-        config_cls = dict(qwen2=transformers.Qwen2Config,
-                          qwen3=transformers.Qwen3Config,
-                          mistral=transformers.MistralConfig)[family]
-        config = config_cls(max_position_embeddings=1024,
-                            tie_word_embeddings=True,
-                            pad_token_id=0,
-                            eos_token_id=0,
-                            **common)
     else:
         config_cls = (transformers.RobertaConfig if family == "roberta" else
                       transformers.XLMRobertaConfig)
@@ -193,9 +148,6 @@ def save_model(name: str, path: str) -> None:
     torch.manual_seed(0)
     model = getattr(transformers, head)(config).eval()
     model.save_pretrained(path)
-    if architectures:
-        config.architectures = architectures
-        config.save_pretrained(path)
     if st is None:
         return
     from sentence_transformers import SentenceTransformer, models
@@ -207,8 +159,8 @@ def save_model(name: str, path: str) -> None:
     if normalize:
         modules.append(models.Normalize())
     SentenceTransformer(modules=modules, device="cpu").save(path)
-    # sentence-transformers saves its AutoModel (e.g. Qwen3Model); put back
-    # the real model's architecture (e.g. Qwen3ForCausalLM), as on the hub.
+    # sentence-transformers saves its AutoModel; put back the real model's
+    # weights and architecture as they are on the hub.
     model.save_pretrained(path)
 
 
