@@ -119,7 +119,8 @@ fi
 if [ "${1:-}" = --fast ]; then
   VLLM_ENABLE_V1_MULTIPROCESSING=0 \
     lane fast "$tree" "" "$splade" tests/models/test_registry.py \
-    -k "bert or coverage or splade"
+    tests/entrypoints/pooling/embed_sparse/test_embed_sparse.py \
+    -k "bert or coverage or splade or embed_sparse"
   exit
 fi
 

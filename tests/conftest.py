@@ -32,6 +32,23 @@ def make_llm(model: str, **kwargs):
     return LLM(model=model, runner="pooling", enforce_eager=True, **kwargs)
 
 
+def engine_start_error(model: str, **kwargs) -> str:
+    """Start an engine (make_llm) in a fresh process and return what it
+    failed with. A failed start inside this process can leave vLLM's
+    process-wide state broken for the session's engine and hang the next
+    start, so tests that expect one run it apart."""
+    import json
+    import subprocess
+    import sys
+    code = ("import json, sys\nfrom tests.conftest import make_llm\n"
+            "make_llm(sys.argv[1], **json.loads(sys.argv[2]))")
+    proc = subprocess.run(
+        [sys.executable, "-c", code, model, json.dumps(kwargs)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode != 0, "the engine started"
+    return proc.stderr
+
+
 @pytest.fixture
 def default_vllm_config():
     """Set a default VllmConfig for tests that directly test CustomOps or pathways
