@@ -67,7 +67,8 @@ fi
 run bench.models
 run bench.e2e tiny "$out/e2e-tiny.json" --texts "$texts" --rounds "$rounds" \
   --site "$bsite"
-run bench.e2e base "$out/e2e-base.json" --texts "$base_texts" --site "$bsite"
+run bench.e2e base "$out/e2e-base.json" --texts "$base_texts" --rounds "$rounds" \
+  --site "$bsite"
 run bench.pooler "$out/pooler.json" --rounds "$pooler_rounds" --site "$bsite" \
   "${quick[@]}"
 run bench.memory "$out/memory.json" "${quick[@]}"

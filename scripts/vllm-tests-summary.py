@@ -5,8 +5,9 @@ Usage: vllm-tests-summary.py BASE.xml PATCHED.xml OUT.md
 
 BASE.xml/PATCHED.xml sit next to BASE.version/PATCHED.version (written by
 scripts/vllm-tests.sh). Prints a markdown table (also written to OUT.md)
-and exits 1 on a regression (passed unpatched, fails patched) or on any
-patched failure that is neither a known one nor failing unpatched too.
+and exits 1 on a regression (passed unpatched, fails patched), on any
+patched failure that is neither a known one nor failing unpatched too, or
+on a test function of the unpatched build that the patched one lacks.
 """
 import re
 import sys
@@ -95,7 +96,13 @@ def main() -> int:
                         and t not in regressions and t not in expected)
     fixed = sorted(t for t, o in base.items()
                    if o in BAD and patched.get(t) == "passed")
-    gone = sorted(t for t in base if t not in patched)
+    # A test the series re-parametrized runs under other ids: only a test
+    # function that no longer runs at all counts as gone.
+    run = {t.split("[")[0] for t in patched}
+    gone = sorted(t for t in base
+                  if t not in patched and t.split("[")[0] not in run)
+    reparam = sorted(t for t in base
+                     if t not in patched and t.split("[")[0] in run)
     lines.append("")
     lines.append("Known failures (fail on both builds, expected):" +
                  ("" if expected else " none"))
@@ -105,6 +112,10 @@ def main() -> int:
     if fixed:
         lines.append("Fail unpatched, pass patched: " +
                      ", ".join(f"`{t}`" for t in fixed))
+    if reparam:
+        lines.append("Re-parametrized by the series (the same test runs "
+                     "with other parameters): " +
+                     ", ".join(f"`{t}`" for t in reparam))
     if gone:
         lines.append("Not run on the patched build: " +
                      ", ".join(f"`{t}`" for t in gone))

@@ -10,6 +10,7 @@ VLLM_TEST_SPLADE_MODEL to a local folder to run offline.
 """
 
 import os
+from functools import partial
 
 import pytest
 import torch
@@ -102,13 +103,18 @@ def vllm_vectors(model: str, texts: list[str], **kwargs) -> torch.Tensor:
         del llm
 
 
-def test_checkpoint_without_head_fails_naming_it(random_splade: str, tmp_path):
+def test_checkpoint_without_head_fails_naming_it(
+    random_splade: str, tmp_path, monkeypatch
+):
     """A checkpoint with no masked-LM head is no SPLADE model: loading fails
     and names the missing head weights, rather than serving noise."""
     import shutil
 
     from safetensors.torch import load_file, save_file
 
+    # In process, the loader's error reaches the caller, not only the engine
+    # core's "initialization failed".
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     path = tmp_path / "no-head"
     shutil.copytree(random_splade, path)
     weights = load_file(path / "model.safetensors")
@@ -118,6 +124,11 @@ def test_checkpoint_without_head_fails_naming_it(random_splade: str, tmp_path):
     )
     with pytest.raises(Exception, match=r"mlm_head\.dense\.weight"):
         vllm_vectors(str(path), TEXTS[:1])
+
+
+def load_weights(model: torch.nn.Module, weights: list[tuple[str, torch.Tensor]]):
+    # Module level, so that it pickles by name for the worker processes.
+    return model.load_weights(weights)
 
 
 def test_partial_weight_updates(random_splade: str, monkeypatch):
@@ -138,9 +149,9 @@ def test_partial_weight_updates(random_splade: str, monkeypatch):
         hf_overrides=OVERRIDES,
     )
     vectors = [torch.tensor([o.outputs.embedding for o in llm.embed(TEXTS)])]
-    (loaded,) = llm.apply_model(lambda m: m.load_weights([(name, weight * 0)]))
+    (loaded,) = llm.apply_model(partial(load_weights, weights=[(name, weight * 0)]))
     vectors.append(torch.tensor([o.outputs.embedding for o in llm.embed(TEXTS)]))
-    llm.apply_model(lambda m: m.load_weights([(name, weight)]))
+    llm.apply_model(partial(load_weights, weights=[(name, weight)]))
     vectors.append(torch.tensor([o.outputs.embedding for o in llm.embed(TEXTS)]))
     assert loaded == {"mlm_head.dense.weight"}
     assert not torch.equal(vectors[1], vectors[0])
