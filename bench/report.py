@@ -213,6 +213,40 @@ def api_table(r: dict) -> str:
             ], rows))
 
 
+def defects_table(r: dict) -> str:
+    """Upstream's defects vs the patched build, each against ST."""
+    what = {
+        "as is": "splade-tiny (control)",
+        "gelu_new": "`hidden_act: gelu_new` in config.json",
+        "cls/sep ids": "`cls_token_id`/`sep_token_id` in config.json",
+        "sum": "SparseEncoder folder, SpladePooling sum",
+        "log1p_relu": "SparseEncoder folder, SpladePooling log1p_relu",
+        "bf16": "splade-tiny run in bfloat16 (reference fp32)",
+    }
+
+    def cells(m: dict) -> list[str]:
+        return [
+            f"{m['max_abs_diff']:.2g}", f"{m['texts_off']}",
+            f"{m['texts_other_terms']}",
+            f"{m['terms_flipped']} of {m['terms']:,}",
+            f"{m['min_cosine']:.5f}"
+        ]
+
+    rows = []
+    for name, row in r["cases"].items():
+        for build in ("upstream", "patched"):
+            rows.append([what.get(name, name), build, *cells(row[build])])
+    return (f"{r['texts']} parity texts (`tests/models/language/pooling/"
+            "splade_texts.py`), each build against sentence-transformers "
+            "on the same folder, written in the form upstream can load "
+            "(`bench/defects.py`); a text is off when any weight differs by "
+            "more than 1e-5:\n\n" + table([
+                "Checkpoint", "Build", "Max abs diff", "Texts off",
+                "Texts with other non-zero terms", "Terms on one side only",
+                "Min cosine"
+            ], rows))
+
+
 def main(results: Path, started: float, load: str, doc: Path) -> None:
 
     def read(name: str):
@@ -228,6 +262,8 @@ def main(results: Path, started: float, load: str, doc: Path) -> None:
         memory_table(read("memory.json")),
         "\n## Sparse output: /embed_sparse vs /v1/embeddings\n",
         api_table(read("api.json")),
+        "\n## Upstream's defects, measured\n",
+        defects_table(read("defects.json")),
     ]
     print("\n".join(tables))
     doc.parent.mkdir(parents=True, exist_ok=True)
@@ -292,6 +328,15 @@ Notes:
 - Memory: the patched pooler vs a naive form that computes all
   `[T, 30522]` logits at once (upstream's loop holds one request's logits at
   a time).
+- Defects: every folder is splade-tiny's weights with the decoder written
+  out and the head names fixed, so that upstream loads it; both builds get
+  `--hf-overrides` BertSpladeSparseEmbeddingModel, sentence-transformers
+  reads the same folder. Sum pooling adds up to 512 per-token weights, each
+  within about 1e-6, into weights up to ~80: the patched build is within
+  1e-5 relative to the weight there, as the tests hold it. In bfloat16
+  (8 significant bits) logits near zero land on either side of the relu, so
+  some terms appear on one side only even when the head runs in float32
+  (the patched build's `head_dtype`); upstream's head runs in bfloat16.
 """
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 # unpatched SPLADE of the same pin (tag 'base', built like vllm-tests.sh
 # does), sentence-transformers and the floor (dense backbone + decoder GEMM);
 # print the tables and write docs/performance.md.
-#   bench.sh          the full run (~15-25 min on 2 idle cores, estimated)
+#   bench.sh          the full run (~30 min on 2 idle cores)
 #   bench.sh --smoke  a few texts, one round, small pooler/memory cases, to
 #                     check that every step runs; the page goes to
 #                     build/bench/smoke/performance.md, docs/ is untouched
@@ -73,5 +73,6 @@ run bench.pooler "$out/pooler.json" --rounds "$pooler_rounds" --site "$bsite" \
   "${quick[@]}"
 run bench.memory "$out/memory.json" "${quick[@]}"
 run bench.api "$out/api.json" --texts "$texts"
+run bench.defects "$out/defects.json" --site "$bsite"
 echo
 run bench.report "$out" --started "$started" --load "$load" --doc "$doc"
