@@ -49,7 +49,7 @@ setup: $(VENV) build-wheel-cpu checkpoint ## .venv with the patched CPU build
 test: setup build-wheel check lint ## Everything above, then all test lanes
 	scripts/run-tests.sh
 
-vllm-tests: setup ## vLLM's own tests, unpatched vs patched CPU build (30+ min on 2 cores)
+vllm-tests: setup ## vLLM's own tests, unpatched vs patched CPU build (~30 min on 2 idle cores)
 	scripts/vllm-tests.sh
 
 bench: setup ## Patched vs upstream SPLADE vs sentence-transformers vs floor -> docs/performance.md
