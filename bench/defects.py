@@ -29,9 +29,8 @@ from pathlib import Path
 
 import torch
 
+from bench.e2e import st_vectors
 from bench.models import BENCH, ROOT, SPLADE, TINY, upstream_tensors
-
-CASES = ("as is", "gelu_new", "cls/sep ids", "sum", "log1p_relu", "bf16")
 
 
 def _write_folder(out: Path, config: dict, pooling: tuple | None) -> None:
@@ -124,8 +123,6 @@ def compare(got: torch.Tensor, want: torch.Tensor) -> dict:
 
 
 def main(out_path: str, site: Path) -> None:
-    from sentence_transformers import SparseEncoder
-
     sys.path.insert(0, str(ROOT))
     from tests.models.language.pooling.splade_texts import PARITY_TEXTS
     if not (site / "vllm").is_dir():
@@ -148,9 +145,7 @@ def main(out_path: str, site: Path) -> None:
         got[build] = torch.load(out)
         results[build + "_vllm"] = got[build]["vllm"]
     for name, path in paths.items():
-        want = SparseEncoder(str(path), device="cpu").encode(
-            PARITY_TEXTS, batch_size=32, convert_to_tensor=True,
-            convert_to_sparse_tensor=False).float()
+        want = st_vectors(path, PARITY_TEXTS)
         row = results["cases"][name] = {}
         for build in ("patched", "upstream"):
             row[build] = compare(got[build]["vectors"][name], want)
