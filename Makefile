@@ -9,7 +9,8 @@ VENV := .venv/.stamp
 export PYTHON ?= $(CURDIR)/build/tools/bin/python
 
 .PHONY: help source apply refresh-patches check build-wheel build-wheel-cpu \
-        checkpoint setup lint test vllm-tests bench serve pr lock clean
+        checkpoint setup lint test vllm-tests bench fuzz load-bench serve pr \
+        lock clean
 
 help: ## This list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -54,6 +55,12 @@ vllm-tests: setup ## vLLM's own tests, unpatched vs patched CPU build (~30 min o
 
 bench: setup ## Patched vs upstream SPLADE vs sentence-transformers vs floor -> docs/performance.md
 	scripts/bench.sh
+
+fuzz: setup ## Longer schemathesis + abuse run on the served model -> build/fuzz (FUZZ_EXAMPLES=600)
+	scripts/fuzz.sh
+
+load-bench: setup ## 32 clients of good, bad, large requests; /health latency -> build/bench/load.json
+	scripts/load-bench.sh
 
 serve: setup ## Serve splade-tiny on 127.0.0.1 (PORT=8000)
 	scripts/serve.sh

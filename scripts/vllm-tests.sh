@@ -75,6 +75,7 @@ pooling=(
   "$E/embed/test_offline.py" "$E/basic/test_encode.py"
   "$E/scoring/test_bi_encoder_offline.py" "$E/embed/test_protocol.py"
   "$E/test_utils.py" "$E/test_factories.py" "$E/embed/test_online.py"
+  tests/entrypoints/serve/middleware
 )
 
 version() {  # version of the vllm found first with PYTHONPATH=$1
@@ -120,7 +121,8 @@ if [ "${1:-}" = --fast ]; then
   VLLM_ENABLE_V1_MULTIPROCESSING=0 \
     lane fast "$tree" "" "$splade" tests/models/test_registry.py \
     tests/entrypoints/pooling/embed_sparse/test_embed_sparse.py \
-    -k "bert or coverage or splade or embed_sparse"
+    tests/entrypoints/serve/middleware/test_body_size_middleware.py \
+    -k "bert or coverage or splade or embed_sparse or body_size"
   exit
 fi
 

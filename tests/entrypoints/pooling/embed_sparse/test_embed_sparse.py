@@ -178,3 +178,32 @@ def test_prompt_name_refused(server: RemoteOpenAIServer):
     _assert_error(response, "not supported")
     response = _embed_sparse(server, inputs="x", prompt_name=None)
     response.raise_for_status()
+
+
+def test_max_client_batch_size(server: RemoteOpenAIServer):
+    # TEI's default cap and answer: 32 inputs pass, 33 are a 422.
+    response = _embed_sparse(server, inputs=["word"] * 32)
+    response.raise_for_status()
+    assert len(response.json()) == 32
+    response = _embed_sparse(server, inputs=["word"] * 33)
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert error["code"] == 422
+    assert error["message"] == "batch size 33 > maximum allowed batch size 32"
+
+
+def test_invalid_unicode(server: RemoteOpenAIServer):
+    # Valid JSON, but a lone surrogate is no text a tokenizer can take.
+    response = requests.post(
+        server.url_for("embed_sparse"),
+        data=b'{"inputs": ["fine", "a \\ud800 b"]}',
+        headers={"Content-Type": "application/json"},
+    )
+    _assert_error(response, "`inputs` must be valid Unicode", "position 2")
+
+
+def test_body_size_limit(server: RemoteOpenAIServer):
+    # TEI's payload limit, 2 MB, holds on this route by default.
+    response = _embed_sparse(server, inputs="word " * 420_000, truncate=True)
+    assert response.status_code == 413, response.text
+    assert response.json()["error"]["code"] == 413
