@@ -75,7 +75,7 @@ pooling=(
   "$E/embed/test_offline.py" "$E/basic/test_encode.py"
   "$E/scoring/test_bi_encoder_offline.py" "$E/embed/test_protocol.py"
   "$E/test_utils.py" "$E/test_factories.py" "$E/embed/test_online.py"
-  tests/entrypoints/serve/middleware
+  tests/entrypoints/serve/middleware "$E/test_json_floats.py"
 )
 
 version() {  # version of the vllm found first with PYTHONPATH=$1
@@ -122,7 +122,8 @@ if [ "${1:-}" = --fast ]; then
     lane fast "$tree" "" "$splade" tests/models/test_registry.py \
     tests/entrypoints/pooling/embed_sparse/test_embed_sparse.py \
     tests/entrypoints/serve/middleware/test_body_size_middleware.py \
-    -k "bert or coverage or splade or embed_sparse or body_size"
+    tests/entrypoints/pooling/test_json_floats.py \
+    -k "bert or coverage or splade or embed_sparse or body_size or json_floats"
   exit
 fi
 
