@@ -56,7 +56,7 @@ vllm-tests: setup ## vLLM's own tests, unpatched vs patched CPU build (~30 min o
 bench: setup ## Patched vs upstream SPLADE vs sentence-transformers vs floor -> docs/performance.md
 	scripts/bench.sh
 
-fuzz: setup ## Longer schemathesis + abuse run on the served model -> build/fuzz (FUZZ_EXAMPLES=600)
+fuzz: setup ## Longer schemathesis + abuse run on the served model -> build/fuzz (FUZZ_SEEDS, FUZZ_EXAMPLES)
 	scripts/fuzz.sh
 
 load-bench: setup ## 32 clients of good, bad, large requests; /health latency -> build/bench/load.json
