@@ -143,3 +143,36 @@ def test_offline_one_liner_with_tokens(splade_llm, splade_server):
     })
     assert list(terms) == [t["index"] for t in served]
     assert list(tokens) == [t["token"] for t in served]
+
+
+def test_top_k_is_max_active_dims_and_threshold_prunes(splade_server,
+                                                       splade_st,
+                                                       offline_vectors):
+    """top_k keeps the terms sentence-transformers' max_active_dims keeps;
+    threshold drops the terms below it, before or after top_k alike."""
+    for text in PARITY_TEXTS[:10]:
+        (st_top, ) = splade_st.encode([text],
+                                      max_active_dims=8,
+                                      convert_to_tensor=True)
+        st_top = st_top.to_dense().float()
+        (terms, ) = splade_server.post("/embed_sparse", {
+            "inputs": text,
+            "top_k": 8
+        })
+        assert [t["index"] for t in terms] == st_top.nonzero().squeeze(
+            1).tolist(), text
+        torch.testing.assert_close(as_dense(terms), st_top, rtol=0, atol=1e-5)
+
+        want = offline_terms(offline_vectors[text])
+        # Midway in the widest gap between two weights, so that a 1e-6
+        # difference from the offline vector cannot cross it.
+        weights = sorted(want.values())
+        _, k = max((b - a, k) for k, (a, b) in enumerate(
+            zip(weights, weights[1:])))
+        threshold = (weights[k] + weights[k + 1]) / 2
+        (pruned, ) = splade_server.post("/embed_sparse", {
+            "inputs": text,
+            "threshold": threshold
+        })
+        assert [t["index"] for t in pruned
+                ] == [i for i, w in want.items() if w >= threshold], text

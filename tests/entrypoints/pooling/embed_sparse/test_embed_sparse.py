@@ -114,6 +114,23 @@ def test_top_k(server: RemoteOpenAIServer):
     assert everything == full
 
 
+def test_threshold(server: RemoteOpenAIServer):
+    (full,) = _embed_sparse(server, inputs=TEXTS[0]).json()
+    values = sorted(term["value"] for term in full)
+    threshold = values[len(values) // 2]
+    (pruned,) = _embed_sparse(server, inputs=TEXTS[0], threshold=threshold).json()
+    assert pruned == [term for term in full if term["value"] >= threshold]
+    assert 0 < len(pruned) < len(full)
+    # With top_k, both apply; 0 keeps every non-zero term.
+    (both,) = _embed_sparse(
+        server, inputs=TEXTS[0], threshold=threshold, top_k=2
+    ).json()
+    assert len(both) == 2 and all(term in pruned for term in both)
+    assert _embed_sparse(server, inputs=TEXTS[0], threshold=0).json() == [full]
+    (none,) = _embed_sparse(server, inputs=TEXTS[0], threshold=1e9).json()
+    assert none == []
+
+
 def test_return_tokens(server: RemoteOpenAIServer, tokenizer):
     (sparse,) = _embed_sparse(server, inputs=TEXTS[0], return_tokens=True).json()
     indices = [term["index"] for term in sparse]
@@ -165,6 +182,9 @@ def test_empty_inputs(server: RemoteOpenAIServer, inputs):
         {"inputs": "x", "top_k": -3},
         {"inputs": "x", "top_k": 2.5},
         {"inputs": "x", "return_tokens": 1},
+        {"inputs": "x", "threshold": -0.5},
+        {"inputs": "x", "threshold": "0.5"},
+        {"inputs": "x", "threshold": [1]},
     ],
 )
 def test_invalid_request(server: RemoteOpenAIServer, body: dict):
