@@ -50,6 +50,11 @@ The issue's targets (/health p99 < 100 ms; no wrong or lost answers, no
 benchmark itself breaks.
 
     python -m bench.load OUT.json [--seconds N] [--clients N] [--seed N]
+                                  [--bulk-priority N]
+
+--bulk-priority N serves with --scheduling-policy priority and sends the
+large requests at priority N, as a deployment that indexes in bulk while
+it answers queries would.
     python -m bench.load probe URL OUT.json      (the /health prober; internal)
 """
 import argparse
@@ -178,16 +183,22 @@ def _short(text: str, n: int = 40) -> str:
     return text if len(text) <= n else text[:n] + f"... ({len(text):,} chars)"
 
 
-def make_cases(texts: dict, model: str) -> dict[str, tuple[str, float,
-                                                          Callable]]:
-    """Request case name -> (kind, weight, make(rng) -> Request)."""
+def make_cases(texts: dict, model: str,
+               bulk_priority: int = 0) -> dict[str, tuple[str, float,
+                                                         Callable]]:
+    """Request case name -> (kind, weight, make(rng) -> Request). Large
+    requests carry `bulk_priority` (if not 0), as bulk indexing would."""
+    bulk = {"priority": bulk_priority} if bulk_priority else {}
     queries, passages = texts["queries"], texts["passages"]
     pool = queries + passages
     longs = [t for t in texts["prefixes"] if len(t) < MAX_BODY]
     overs = [t for t in texts["prefixes"] if len(t) >= MAX_BODY]
     # The bodies of the long texts are made once (json.dumps of 1.5 MB
     # would take the clients' event loop a few ms a request).
-    long_bodies = {t: _json({"inputs": t, "truncate": True}) for t in longs}
+    long_bodies = {
+        t: _json({"inputs": t, "truncate": True, **bulk})
+        for t in longs
+    }
     over_bodies = {t: _json({"inputs": t, "truncate": True}) for t in overs}
 
     def small_sparse(rng):
@@ -204,7 +215,7 @@ def make_cases(texts: dict, model: str) -> dict[str, tuple[str, float,
     def large_batch(rng, kind="large"):
         batch = rng.sample(passages, MAX_INPUTS)
         return Request("large 32 passages", kind, "/embed_sparse",
-                       _json({"inputs": batch}), refs=batch,
+                       _json({"inputs": batch, **bulk}), refs=batch,
                        summary=f"{MAX_INPUTS} passages, first "
                        f"{_short(batch[0])!r}")
 
@@ -732,9 +743,11 @@ def warm_up(server: SpladeServer, cases: dict, refs: dict) -> int:
     return sent
 
 
-def main(out_path: str, seconds: float, clients: int, seed: int) -> None:
+def main(out_path: str, seconds: float, clients: int, seed: int,
+         bulk_priority: int) -> None:
     from importlib.metadata import version
     result = {"clients": clients, "seconds": seconds, "seed": seed,
+              "bulk_priority": bulk_priority,
               "vllm": version("vllm"), "machine": machine(),
               "loadavg_at_start": loadavg(),
               "env": {k: os.environ.get(k) for k in (
@@ -746,9 +759,12 @@ def main(out_path: str, seconds: float, clients: int, seed: int) -> None:
     result |= {"queries": len(texts["queries"]),
                "passages": len(texts["passages"])}
     probe_out = Path(tempfile.mkdtemp(prefix="load-")) / "health.json"
+    extra_args: tuple[str, ...] = ("--disable-uvicorn-access-log", )
+    if bulk_priority:
+        extra_args += ("--scheduling-policy", "priority")
     with SpladeServer(str(TINY), hf_overrides=SPLADE_OVERRIDES,
-                      extra_args=("--disable-uvicorn-access-log", )) as server:
-        cases = make_cases(texts, server.model)
+                      extra_args=extra_args) as server:
+        cases = make_cases(texts, server.model, bulk_priority)
         # Texts the engine is sent outside the run: warm-up and final check.
         result["texts_outside_run"] = warm_up(server, cases, refs) + 1
         result["loadavg_before_run"] = loadavg()
@@ -799,7 +815,10 @@ def table(r: dict) -> str:
     m = r["machine"]
     lines = [
         f"load: {r['clients']} clients for {r['seconds']:g} s (seed "
-        f"{r['seed']}), vllm {r['vllm']}, on {m['cpu']}, "
+        f"{r['seed']}"
+        + (f", --scheduling-policy priority, large requests at priority "
+           f"{r['bulk_priority']}" if r.get("bulk_priority") else "")
+        + f"), vllm {r['vllm']}, on {m['cpu']}, "
         f"{m['usable_cores']} cores; load average "
         f"{r['loadavg_before_run']} before the run",
         "",
@@ -891,5 +910,9 @@ if __name__ == "__main__":
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--bulk-priority", type=int, default=0,
+        help="serve with --scheduling-policy priority and send the large "
+        "requests at this priority (queries stay at 0; larger is later)")
     args = parser.parse_args()
-    main(args.out, args.seconds, args.clients, args.seed)
+    main(args.out, args.seconds, args.clients, args.seed, args.bulk_priority)

@@ -193,6 +193,14 @@ def test_invalid_request(server: RemoteOpenAIServer, body: dict):
     assert response.json()["error"]["code"] == 400
 
 
+def test_priority_needs_priority_scheduling(server: RemoteOpenAIServer):
+    # This server schedules first come, first served: a priority would be
+    # silently ignored.
+    response = _embed_sparse(server, inputs="x", priority=1)
+    _assert_error(response, "--scheduling-policy priority")
+    _embed_sparse(server, inputs="x", priority=0).raise_for_status()
+
+
 def test_prompt_name_refused(server: RemoteOpenAIServer):
     response = _embed_sparse(server, inputs="x", prompt_name="query")
     _assert_error(response, "not supported")
