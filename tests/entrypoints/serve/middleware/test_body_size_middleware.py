@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # SPDX-FileCopyrightText: Copyright contributors to the vLLM project
 
+from contextlib import asynccontextmanager
+
 import pytest
 from fastapi import FastAPI, Request
 from starlette.testclient import TestClient
@@ -55,6 +57,23 @@ def test_route_limits_only_apply_to_their_routes():
     assert client.post("/embed_sparse", content=b"x" * 10).status_code == 200
     assert client.post("/embed_sparse", content=b"x" * 11).status_code == 413
     assert client.post("/echo", content=b"x" * 1000).status_code == 200
+
+
+def test_lifespan_runs():
+    # The app's startup and shutdown must still run behind the middleware.
+    events = []
+
+    @asynccontextmanager
+    async def lifespan(app):
+        events.append("startup")
+        yield
+        events.append("shutdown")
+
+    app = FastAPI(lifespan=lifespan)
+    app.add_middleware(RequestBodySizeMiddleware, max_size=10)
+    with TestClient(app):
+        assert events == ["startup"]
+    assert events == ["startup", "shutdown"]
 
 
 def test_default_limits():
