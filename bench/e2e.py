@@ -108,17 +108,33 @@ def child(job_path: str) -> None:
     gc.collect()
     start, cpu = time.perf_counter(), time.process_time()
     out = llm.embed(texts, use_tqdm=False)
+    embedded = time.perf_counter()
+    # What a search-engine client needs: each vector's non-zero terms.
+    if job["accessor"] == "sparse":  # the patched build's accessor
+        terms = [o.outputs.sparse for o in out]
+    elif job["accessor"] == "scan":  # upstream has only the dense list
+        terms = [_scan(o.outputs.embedding) for o in out]
+    else:
+        terms = out
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
-    assert len(out) == len(texts)
+    assert len(out) == len(terms) == len(texts)
     name = job["name"]
     result = {f"{name}_{key}": v for key, v in SPENT.items()}
     result |= {name + "_s": seconds, name + "_cpu_s": cpu,
+               name + "_accessor_s": seconds - (embedded - start),
                name + "_vllm": build}
     Path(job["out"]).write_text(json.dumps(result))
 
 
+def _scan(embedding: list[float]) -> tuple[list[int], list[float]]:
+    """The non-zero terms of a dense vector, as a client finds them."""
+    dense = torch.tensor(embedding)
+    indices = torch.nonzero(dense).squeeze(1)
+    return indices.tolist(), dense[indices].tolist()
+
+
 def vllm_run(name: str, build: str, site: Path | None, model: Path,
-             overrides: dict, texts_path: Path,
+             overrides: dict, texts_path: Path, accessor: str | None = None,
              dump: Path | None = None, check: int = 0) -> dict:
     """One vLLM run in a subprocess with `site` first on its path."""
     job_path = BENCH / f"e2e-job-{name}.json"
@@ -128,6 +144,7 @@ def vllm_run(name: str, build: str, site: Path | None, model: Path,
         "name": name, "build": build, "model": str(model),
         "overrides": overrides, "texts": str(texts_path), "out": str(out),
         "dump": str(dump) if dump else None, "check": check,
+        "accessor": accessor,
     }))
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)
@@ -215,9 +232,9 @@ def main(which: str, out_path: str, num_texts: int, rounds: int,
              for side in ("patched", "upstream")}
     runs = {
         "patched_s": partial(vllm_run, "patched", "splade", None, path,
-                             SPLADE, texts_path),
+                             SPLADE, texts_path, "sparse"),
         "upstream_s": partial(vllm_run, "upstream", "base", site, upstream,
-                              SPLADE, texts_path),
+                              SPLADE, texts_path, "scan"),
         "dense_s": partial(vllm_run, "dense", "splade", None, backbone,
                            DENSE, texts_path),
         "gemm_s": partial(gemm_seconds, config.hidden_size,

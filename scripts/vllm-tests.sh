@@ -76,6 +76,7 @@ pooling=(
   "$E/scoring/test_bi_encoder_offline.py" "$E/embed/test_protocol.py"
   "$E/test_utils.py" "$E/test_factories.py" "$E/embed/test_online.py"
   tests/entrypoints/serve/middleware "$E/test_json_floats.py"
+  tests/test_pooling_outputs.py tests/v1/test_serial_utils.py
 )
 
 version() {  # version of the vllm found first with PYTHONPATH=$1
@@ -122,8 +123,9 @@ if [ "${1:-}" = --fast ]; then
     lane fast "$tree" "" "$splade" tests/models/test_registry.py \
     tests/entrypoints/pooling/embed_sparse/test_embed_sparse.py \
     tests/entrypoints/serve/middleware/test_body_size_middleware.py \
-    tests/entrypoints/pooling/test_json_floats.py \
-    -k "bert or coverage or splade or embed_sparse or body_size or json_floats"
+    tests/entrypoints/pooling/test_json_floats.py tests/test_pooling_outputs.py \
+    tests/v1/test_serial_utils.py \
+    -k "bert or coverage or splade or embed_sparse or body_size or json_floats or pooling_outputs or sparse_tensor"
   exit
 fi
 

@@ -15,6 +15,7 @@ CARRIED = [
     "tests/entrypoints/pooling/embed_sparse/test_embed_sparse.py",
     "tests/entrypoints/serve/middleware/test_body_size_middleware.py",
     "tests/entrypoints/pooling/test_json_floats.py",
+    "tests/test_pooling_outputs.py",
 ]
 
 

@@ -235,3 +235,70 @@ def test_body_size_limit(server: RemoteOpenAIServer):
     response = _embed_sparse(server, inputs="word " * 420_000, truncate=True)
     assert response.status_code == 413, response.text
     assert response.json()["error"]["code"] == 413
+
+
+@pytest.fixture(scope="module")
+def router(tmp_path_factory) -> str:
+    from tests.models.language.pooling.test_splade import save_router_encoder
+
+    path = str(tmp_path_factory.mktemp("router") / "inference-free")
+    save_router_encoder(path, MODEL_NAME)
+    return path
+
+
+@pytest.fixture(scope="module")
+def router_server(router: str):
+    # An inference-free SparseEncoder folder: no flags.
+    args = ["--dtype", "float32", "--enforce-eager", "--max-model-len", "512"]
+    with RemoteOpenAIServer(router, args) as remote_server:
+        yield remote_server
+
+
+@pytest.mark.parametrize("prompt_name", ["query", "document", None])
+def test_router_routes(router_server: RemoteOpenAIServer, router: str, prompt_name):
+    """`prompt_name` picks the route as encode_query / encode_document do;
+    none is the folder's default route (document)."""
+    from sentence_transformers import SparseEncoder
+
+    encoder = SparseEncoder(router, device="cpu")
+    encode = {
+        "query": encoder.encode_query,
+        "document": encoder.encode_document,
+        None: encoder.encode,
+    }[prompt_name]
+    want = encode(TEXTS, convert_to_tensor=True).to_dense().numpy()
+    response = _embed_sparse(router_server, inputs=TEXTS, prompt_name=prompt_name)
+    response.raise_for_status()
+    for sparse, vector in zip(response.json(), want):
+        indices = [term["index"] for term in sparse]
+        assert indices == np.flatnonzero(vector).tolist()
+        values = np.array([term["value"] for term in sparse], dtype=np.float32)
+        np.testing.assert_allclose(values, vector[indices], rtol=0, atol=1e-5)
+    if prompt_name != "query":
+        # The dense endpoints run the model route.
+        dense = _dense(router_server, TEXTS, model=router)
+        _assert_matches_dense(response.json()[0], dense[0])
+
+
+def test_router_query_route_extras(router_server: RemoteOpenAIServer, tokenizer):
+    response = _embed_sparse(router_server, inputs=TEXTS[0], prompt_name="query")
+    (full,) = response.json()
+    response = _embed_sparse(
+        router_server,
+        inputs=TEXTS[0],
+        prompt_name="query",
+        top_k=2,
+        return_tokens=True,
+    )
+    (top,) = response.json()
+    largest = sorted(full, key=lambda term: -term["value"])[:2]
+    assert [t["index"] for t in top] == sorted(t["index"] for t in largest)
+    assert [t["token"] for t in top] == tokenizer.convert_ids_to_tokens(
+        [t["index"] for t in top]
+    )
+
+
+@pytest.mark.parametrize("prompt_name", ["passage", "Query", ""])
+def test_router_unknown_route(router_server: RemoteOpenAIServer, prompt_name):
+    response = _embed_sparse(router_server, inputs="x", prompt_name=prompt_name)
+    _assert_error(response, "is not a route", "'document'", "'query'")

@@ -253,3 +253,133 @@ def test_roberta_family_matches_sentence_transformers(
         for g, w in zip(got, want):
             assert torch.equal(g > 0, w > 0)
             torch.testing.assert_close(g, w, rtol=0, atol=1e-5)
+
+
+def test_vectors_leave_the_engine_sparse(random_splade: str):
+    """`embed` outputs are sparse tensors, read as their non-zero terms by
+    `EmbeddingOutput.sparse` (sentence-transformers' non-zero set, values
+    within 1e-5) and dense, unchanged, by `embedding`; raw logits
+    (`use_activation=False`) stay dense."""
+    from vllm import LLM, PoolingParams
+
+    want = sentence_transformers_vectors(random_splade, TEXTS)
+    # Not eager: the engine's profiling run then pools sparse outputs too.
+    llm = LLM(
+        model=random_splade,
+        runner="pooling",
+        dtype="float32",
+        hf_overrides=OVERRIDES,
+    )
+    try:
+        outputs = llm.encode(TEXTS, pooling_task="embed")
+        assert all(o.outputs.is_sparse for o in outputs)
+        embeds = llm.embed(TEXTS)
+        raw = llm.encode(
+            TEXTS[:2],
+            pooling_task="embed",
+            pooling_params=PoolingParams(use_activation=False),
+        )
+    finally:
+        del llm
+    for output, w in zip(embeds, want):
+        sparse = output.outputs.sparse
+        assert sparse.indices == torch.nonzero(w).squeeze(1).tolist()
+        torch.testing.assert_close(
+            torch.tensor(sparse.values), w[sparse.indices], rtol=0, atol=1e-5
+        )
+        torch.testing.assert_close(
+            torch.tensor(output.outputs.embedding), w, rtol=0, atol=1e-5
+        )
+    for pooled in raw:
+        assert not pooled.outputs.is_sparse
+        assert (pooled.outputs.data < 0).any()
+
+
+def save_router_encoder(
+    path: str, backbone: str, prompts: dict[str, str] | None = None
+) -> None:
+    """An inference-free SparseEncoder, as sentence-transformers saves it: a
+    Router whose "query" route is a SparseStaticEmbedding (a seeded random
+    weight per token) and whose "document" route is the masked-LM model with
+    SpladePooling."""
+    from sentence_transformers import SparseEncoder
+    from sentence_transformers.base.modules import Router
+    from sentence_transformers.sparse_encoder.modules import (
+        SparseStaticEmbedding,
+        SpladePooling,
+        Transformer,
+    )
+
+    transformer = Transformer(backbone, transformer_task="fill-mask")
+    vocab_size = len(transformer.tokenizer.get_vocab())
+    weight = torch.rand(vocab_size, generator=torch.Generator().manual_seed(0))
+    weight[weight < 0.2] = 0  # tokens a query route ignores
+    query = SparseStaticEmbedding(transformer.tokenizer, weight=weight, frozen=True)
+    router = Router.for_query_document(
+        query_modules=[query], document_modules=[transformer, SpladePooling("max")]
+    )
+    SparseEncoder(modules=[router], prompts=prompts, device="cpu").save(path)
+
+
+@pytest.mark.parametrize(
+    "prompts", [None, {"query": "query: ", "document": "passage: "}]
+)
+def test_inference_free_sparse_encoder(prompts, random_splade: str, tmp_path):
+    """A Router folder loads with no flags; `prompt_name` picks its route as
+    encode_query / encode_document do (the query route runs no model), the
+    default route is the folder's, and an unknown route is refused."""
+    from sentence_transformers import SparseEncoder
+
+    from vllm import LLM
+    from vllm.exceptions import VLLMValidationError
+
+    path = str(tmp_path / "router")
+    save_router_encoder(path, PRETRAINED if prompts is None else random_splade, prompts)
+    encoder = SparseEncoder(path, device="cpu")
+    want = {
+        "query": encoder.encode_query(TEXTS, convert_to_tensor=True),
+        "document": encoder.encode_document(TEXTS, convert_to_tensor=True),
+        None: encoder.encode(TEXTS, convert_to_tensor=True),
+    }
+    llm = LLM(model=path, dtype="float32", enforce_eager=True)
+    try:
+        got = {name: llm.embed(TEXTS, prompt_name=name) for name in want}
+        with pytest.raises(VLLMValidationError, match="'passage' is not a route"):
+            llm.embed(TEXTS, prompt_name="passage")
+    finally:
+        del llm
+    for name, vectors in want.items():
+        for output, w in zip(got[name], vectors.to_dense().float()):
+            sparse = output.outputs.sparse
+            assert sparse.indices == torch.nonzero(w).squeeze(1).tolist(), name
+            torch.testing.assert_close(
+                torch.tensor(sparse.values), w[sparse.indices], rtol=0, atol=1e-5
+            )
+
+
+def test_router_without_query_weights_fails_naming_them(random_splade: str, tmp_path):
+    from vllm import LLM
+
+    path = tmp_path / "router"
+    save_router_encoder(str(path), random_splade)
+    weights = path / "query_0_SparseStaticEmbedding" / "model.safetensors"
+    weights.unlink()
+    with pytest.raises(ValueError, match="model.safetensors"):
+        LLM(model=str(path), dtype="float32", enforce_eager=True)
+
+
+def test_prompt_name_needs_routes(random_splade: str):
+    from vllm import LLM
+    from vllm.exceptions import VLLMValidationError
+
+    llm = LLM(
+        model=random_splade,
+        runner="pooling",
+        enforce_eager=True,
+        hf_overrides=OVERRIDES,
+    )
+    try:
+        with pytest.raises(VLLMValidationError, match="needs a model with routes"):
+            llm.embed(TEXTS[:1], prompt_name="query")
+    finally:
+        del llm

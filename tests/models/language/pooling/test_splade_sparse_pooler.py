@@ -52,8 +52,8 @@ def test_splade_pooler_matches_reference_formula(
 ):
     """SPLADESparsePooler gives log1p(relu(mlm_head(h))) (log1p of that for
     log1p_relu) pooled over all the tokens of each sequence, [CLS] and [SEP]
-    included, whatever the number of tokens per chunk; the pooled logits for
-    a request with use_activation=False."""
+    included, whatever the number of tokens per chunk, as a sparse tensor;
+    the pooled logits, dense, for a request with use_activation=False."""
     torch.manual_seed(0)
     H, V = 5, 7
     lens = [3, 1, 6, 2]
@@ -71,6 +71,8 @@ def test_splade_pooler_matches_reference_formula(
     assert len(pooled) == len(lens)
     for got, hs, act in zip(pooled, hidden_states.split(lens), use_activation):
         logits = mlm_head(hs)
+        assert got.is_sparse == act
+        got = got.to_dense()
         if act:
             assert (got >= 0).all(), "SPLADE outputs must be non-negative."
             scores = torch.log1p(torch.relu(logits))
