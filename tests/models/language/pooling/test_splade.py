@@ -330,7 +330,7 @@ def test_inference_free_sparse_encoder(prompts, random_splade: str, tmp_path):
     default route is the folder's, and an unknown route is refused."""
     from sentence_transformers import SparseEncoder
 
-    from vllm import LLM
+    from vllm import LLM, PoolingParams
     from vllm.exceptions import VLLMValidationError
 
     path = str(tmp_path / "router")
@@ -346,6 +346,12 @@ def test_inference_free_sparse_encoder(prompts, random_splade: str, tmp_path):
         got = {name: llm.embed(TEXTS, prompt_name=name) for name in want}
         with pytest.raises(VLLMValidationError, match="'passage' is not a route"):
             llm.embed(TEXTS, prompt_name="passage")
+        with pytest.raises(VLLMValidationError, match="runs no model"):
+            llm.embed(
+                TEXTS,
+                prompt_name="query",
+                pooling_params=PoolingParams(use_activation=False),
+            )
     finally:
         del llm
     for name, vectors in want.items():
