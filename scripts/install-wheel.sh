@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# Install the patched CPU wheel from dist/ into .venv (its dependencies come
-# from the lock, so --no-deps).
+# install-wheel.sh VENV: install the patched CPU wheel from dist/ into VENV
+# (its dependencies come from the venv's lock, so --no-deps).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+venv=${1:?usage: install-wheel.sh VENV}
 wheels=(dist/vllm-*+splade.*.cpu-*.whl)
 if [ ! -f "${wheels[0]}" ] || [ ${#wheels[@]} != 1 ]; then
   echo "install-wheel: expected one CPU wheel in dist/, found: ${wheels[*]}" >&2
   exit 1
 fi
-echo "setup: installing ${wheels[0]} into .venv"
-build/tools/bin/uv pip install --quiet --python .venv/bin/python --no-deps \
+echo "setup: installing ${wheels[0]} into $venv"
+build/tools/bin/uv pip install --quiet --python "$venv/bin/python" --no-deps \
   --reinstall --compile-bytecode "${wheels[0]}"
-.venv/bin/python -c 'import importlib.metadata as m; print("setup: vllm", m.version("vllm"))'
+"$venv/bin/python" -c 'import importlib.metadata as m; print("setup: vllm", m.version("vllm"))'

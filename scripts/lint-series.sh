@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# vLLM's own pre-commit checks (build/vllm/.pre-commit-config.yaml of 0.32.0)
+# vLLM's own pre-commit checks (build/vllm/.pre-commit-config.yaml of 0.34.0)
 # on the tree after EACH patch of the series, for the Python files the series
 # has touched so far, with the config files of that tree (pyproject.toml's
 # [tool.ruff], [tool.typos], [tool.mypy]). The tools come from
@@ -16,21 +16,23 @@
 # Hooks run (check mode; pre-commit's --fix/--write-changes off), on the
 # Python files minus the config's global `exclude`:
 #   ruff-check, ruff-format (--diff), typos (--force-exclude),
-#   mypy (tools/pre_commit/mypy.py "3.11", the only mypy hook in 0.32.0),
+#   mypy (tools/pre_commit/mypy.py "3.11", the only mypy hook in 0.34.0),
 #   check-spdx-header (it adds the header it finds missing: undone),
 #   check-root-lazy-imports, check-filenames, update-dockerfile-graph,
 #   check-forbidden-imports (pickle, re, triton, tilelang, huggingface_hub,
 #   transformers legacy names: the old regex/triton/pickle hooks, now on the
 #   files given, no staged diff), check-torch-cuda-call, validate-config,
-#   check-boolean-context-manager, check-test-tethering (the tests/*.py and
+#   check-boolean-context-manager, check-trust-remote-code (vllm/ files),
+#   check-dockerignore-tracked, check-test-tethering (the tests/*.py and
 #   .buildkite pipeline files changed: a new test must be run by a Buildkite
 #   job or be in tools/pre_commit/test_tethering_allowlist.txt).
 # Skipped, none applies to Python files: clang-format, markdownlint-cli2,
-# actionlint, shellcheck, pip-compile*, check-json, format-torch-nightly-test,
-# check-label-rules, check-agent-files, check-buildkite-step-keys, png-lint,
-# test-nonroot-entrypoint, validate-docker-versions, rust-cargo-*; and
+# actionlint, shellcheck, pip-compile*, check-json, check-github-actions-pins,
+# format-torch-nightly-test, check-label-rules, check-agent-files,
+# check-buildkite-step-keys, png-lint, test-nonroot-entrypoint,
+# validate-docker-versions, check-kv-connector-lock, rust-cargo-*; and
 # signoff-commit (commit-msg stage: scripts/make-pr.sh signs off) and
-# suggestion (only echoes a tip). yapf and isort are gone in 0.32.0.
+# suggestion (only echoes a tip).
 # SKIP=hook-id,... leaves those hooks out, as with pre-commit (say why).
 # Works in a throwaway worktree (build/lint), so build/vllm is not touched.
 set -euo pipefail
@@ -113,6 +115,13 @@ lint_tree() {
     python tools/pre_commit/check_torch_cuda.py "${files[@]}"
   hook "" check-boolean-context-manager \
     python tools/pre_commit/check_boolean_context_manager.py "${files[@]}"
+  mapfile -t vllm_files < <(printf '%s\n' "${files[@]}" | grep '^vllm/' || true)
+  if [ ${#vllm_files[@]} -gt 0 ]; then
+    hook "" check-trust-remote-code \
+      python tools/pre_commit/check_trust_remote_code.py "${vllm_files[@]}"
+  fi
+  hook "" check-dockerignore-tracked \
+    python tools/pre_commit/check_dockerignore_tracked.py
   mapfile -t tethered < <(printf '%s\n' "${files[@]}" "${all[@]}" | sort -u |
     grep -E '^(tests/.*\.py|\.buildkite/(test_areas|hardware_tests|intel_jobs)/.*\.yaml|\.buildkite/(test-amd|ci_config[^/]*)\.yaml|tools/pre_commit/test_tethering_allowlist\.txt)$' ||
     true)

@@ -8,11 +8,14 @@
 #                         build/vllm-tests-summary.md; fails on a regression
 #                         or an unexpected failure
 #   vllm-tests.sh --fast  the SPLADE tests + the registry's BERT/SPLADE
-#                         subset, on .venv's patched build only (make test)
-# Builds: the patched one is a copy of .venv's vllm (safe from another job
-# reinstalling .venv meanwhile); the unpatched one is tag 'base' built like
-# it (scripts/build-wheel.sh) and installed with --target. Each shadows
-# .venv's vllm through PYTHONPATH; .venv gives the dependencies.
+#                         subset, on the venv's patched build only (make test)
+# Environment: .venv-vllm-ci, vLLM CI's versions (requirements/vllm-ci.in:
+# sentence-transformers, transformers, pytest... as the pin's
+# requirements/test/cpu.txt pins them).
+# Builds: the patched one is a copy of that venv's vllm (safe from another
+# job reinstalling it meanwhile); the unpatched one is tag 'base' built like
+# it (scripts/build-wheel.sh) and installed with --target. Each shadows the
+# venv's vllm through PYTHONPATH; the venv gives the dependencies.
 # Each build runs the tests/ of its own tree (git archive), outside
 # build/vllm: from inside, the source vllm/ (no _C) would shadow the build.
 set -euo pipefail
@@ -30,9 +33,10 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 export VLLM_CPU_KVCACHE_SPACE=1
 # The OpenAI server tests start `vllm serve`; the lane's PYTHONPATH decides
 # which build it runs.
-export PATH="$PWD/.venv/bin:$PATH"
+venv=$PWD/.venv-vllm-ci
+export PATH="$venv/bin:$PATH"
 export VLLM_TEST_SPLADE_MODEL="$PWD/build/models/splade-tiny"
-py="$PWD/.venv/bin/python"
+py="$venv/bin/python"
 src=build/vllm
 out=build/vllm-tests-run
 P=tests/models/language/pooling
@@ -84,7 +88,7 @@ version() {  # version of the vllm found first with PYTHONPATH=$1
 }
 
 # lane NAME TREE-ISH SITE PYTEST-ARGS...: the tests of TREE-ISH against the
-# vllm in SITE (.venv's if empty); junit XML in $out/NAME.xml.
+# vllm in SITE (the venv's if empty); junit XML in $out/NAME.xml.
 lane() {
   local name=$1 treeish=$2 site=$3 dir="$out/$1"; shift 3
   rm -rf "$dir" && mkdir -p "$dir"
@@ -110,11 +114,11 @@ print(f"vllm {v} from {vllm.__file__}", file=sys.stderr); print(v)' \
   )
 }
 
-# The tree .venv's patched build was made from (its version names it).
+# The tree the venv's patched build was made from (its version names it).
 patched=$(version "")
 tree=$(sed -n 's/.*+splade\.\([0-9a-f]\{8\}\)\.cpu$/\1/p' <<<"$patched")
 if [ -z "$tree" ] || ! git -C "$src" cat-file -e "$tree^{tree}" 2>/dev/null; then
-  echo "vllm-tests: .venv has vllm $patched, no tree of $src; make setup" >&2
+  echo "vllm-tests: $venv has vllm $patched, no tree of $src; make setup" >&2
   exit 1
 fi
 
@@ -134,7 +138,7 @@ rm -rf "$psite" && mkdir -p "$psite"
 sp=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 cp -a "$sp/vllm" "$sp/vllm-$patched.dist-info" "$psite/"
 if [ "$(version "$psite")" != "$patched" ] || [ "$(version "")" != "$patched" ]; then
-  echo "vllm-tests: .venv's vllm changed while being copied; run again" >&2
+  echo "vllm-tests: the venv's vllm changed while being copied; run again" >&2
   exit 1
 fi
 

@@ -4,7 +4,6 @@ import pytest
 import torch
 
 from vllm.outputs import EmbeddingOutput, PoolingOutput, SparseEmbedding
-from vllm.v1.outputs import pooler_output_nbytes
 
 pytestmark = pytest.mark.cpu_test
 
@@ -56,11 +55,3 @@ def test_sparse_embedding_tokens():
 def test_embedding_output_needs_one_source():
     with pytest.raises(ValueError, match="one of"):
         EmbeddingOutput()
-
-
-def test_pooler_output_nbytes():
-    """What the model runner's profiling run counts per output: a sparse
-    tensor has no `nbytes`; its indices and values are what it takes."""
-    dense = _vector()
-    assert pooler_output_nbytes(dense) == 16 * 4
-    assert pooler_output_nbytes(dense.to_sparse()) == 3 * 8 + 3 * 4

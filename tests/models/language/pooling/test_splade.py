@@ -86,6 +86,11 @@ def sentence_transformers_vectors(model: str, texts: list[str]) -> torch.Tensor:
     return encoder.encode(texts, convert_to_tensor=True).to_dense().float()
 
 
+def embed(llm, texts: list[str]) -> torch.Tensor:
+    outputs = llm.encode(texts, pooling_task="embed")
+    return torch.stack([o.outputs.data for o in outputs])
+
+
 def vllm_vectors(model: str, texts: list[str], **kwargs) -> torch.Tensor:
     from vllm import LLM
 
@@ -98,7 +103,7 @@ def vllm_vectors(model: str, texts: list[str], **kwargs) -> torch.Tensor:
         **kwargs,
     )
     try:
-        return torch.tensor([o.outputs.embedding for o in llm.embed(texts)])
+        return embed(llm, texts)
     finally:
         del llm
 
@@ -148,11 +153,11 @@ def test_partial_weight_updates(random_splade: str, monkeypatch):
         enforce_eager=True,
         hf_overrides=OVERRIDES,
     )
-    vectors = [torch.tensor([o.outputs.embedding for o in llm.embed(TEXTS)])]
+    vectors = [embed(llm, TEXTS)]
     (loaded,) = llm.apply_model(partial(load_weights, weights=[(name, weight * 0)]))
-    vectors.append(torch.tensor([o.outputs.embedding for o in llm.embed(TEXTS)]))
+    vectors.append(embed(llm, TEXTS))
     llm.apply_model(partial(load_weights, weights=[(name, weight)]))
-    vectors.append(torch.tensor([o.outputs.embedding for o in llm.embed(TEXTS)]))
+    vectors.append(embed(llm, TEXTS))
     assert loaded == {"mlm_head.dense.weight"}
     assert not torch.equal(vectors[1], vectors[0])
     torch.testing.assert_close(vectors[2], vectors[0], rtol=0, atol=1e-6)
@@ -260,7 +265,7 @@ def test_vectors_leave_the_engine_sparse(random_splade: str):
     `EmbeddingOutput.sparse` (sentence-transformers' non-zero set, values
     within 1e-5) and dense, unchanged, by `embedding`; raw logits
     (`use_activation=False`) stay dense."""
-    from vllm import LLM, PoolingParams
+    from vllm import LLM, EmbeddingRequestOutput, PoolingParams
 
     want = sentence_transformers_vectors(random_splade, TEXTS)
     # Not eager: the engine's profiling run then pools sparse outputs too.
@@ -282,6 +287,7 @@ def test_vectors_leave_the_engine_sparse(random_splade: str):
     finally:
         del llm
     for output, w in zip(embeds, want):
+        assert isinstance(output, EmbeddingRequestOutput)
         sparse = output.outputs.sparse
         assert sparse.indices == torch.nonzero(w).squeeze(1).tolist()
         torch.testing.assert_close(
@@ -330,7 +336,7 @@ def test_inference_free_sparse_encoder(prompts, random_splade: str, tmp_path):
     default route is the folder's, and an unknown route is refused."""
     from sentence_transformers import SparseEncoder
 
-    from vllm import LLM, PoolingParams
+    from vllm import LLM, EmbeddingRequestOutput, PoolingParams
     from vllm.exceptions import VLLMValidationError
 
     path = str(tmp_path / "router")
@@ -356,6 +362,7 @@ def test_inference_free_sparse_encoder(prompts, random_splade: str, tmp_path):
         del llm
     for name, vectors in want.items():
         for output, w in zip(got[name], vectors.to_dense().float()):
+            assert isinstance(output, EmbeddingRequestOutput)
             sparse = output.outputs.sparse
             assert sparse.indices == torch.nonzero(w).squeeze(1).tolist(), name
             torch.testing.assert_close(
