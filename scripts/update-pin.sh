@@ -117,6 +117,7 @@ git -C "$tree" tag -f -a base -m "Base: $(cat "$work/marker")" "$new_base" >/dev
 git -C "$tree" checkout --quiet -B "$branch" update-pin
 git -C "$tree" branch --quiet -D update-pin
 cp "$pin" vllm-version.txt
+cp "$report" "$resolutions/report.md"
 scripts/refresh-patches.sh >/dev/null
 echo "== update-pin: vLLM $from -> $version, per patch:"
 sed -n '5,$p' "$report"

@@ -123,13 +123,15 @@ if [ -z "$tree" ] || ! git -C "$src" cat-file -e "$tree^{tree}" 2>/dev/null; the
 fi
 
 if [ "${1:-}" = --fast ]; then
+  # UltraVBert's registry entries import torchvision, left out of the venv
+  # (requirements/vllm-runtime.in): they fail unpatched too.
   VLLM_ENABLE_V1_MULTIPROCESSING=0 \
     lane fast "$tree" "" "$splade" tests/models/test_registry.py \
     tests/entrypoints/pooling/embed_sparse/test_embed_sparse.py \
     tests/entrypoints/serve/middleware/test_body_size_middleware.py \
     tests/entrypoints/pooling/test_json_floats.py tests/test_pooling_outputs.py \
     tests/v1/test_serial_utils.py \
-    -k "bert or coverage or splade or embed_sparse or body_size or json_floats or pooling_outputs or sparse_tensor"
+    -k "(bert or coverage or splade or embed_sparse or body_size or json_floats or pooling_outputs or sparse_tensor) and not UltraVBert"
   exit
 fi
 

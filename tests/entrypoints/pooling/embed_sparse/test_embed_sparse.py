@@ -65,7 +65,9 @@ def _assert_matches_dense(sparse: list[dict], dense: np.ndarray) -> None:
     assert indices == sorted(indices)
     assert indices == np.flatnonzero(dense).tolist()
     values = np.array([term["value"] for term in sparse], dtype=np.float32)
-    np.testing.assert_allclose(values, dense[indices], rtol=0, atol=1e-6)
+    # Two requests may be batched differently, so their GEMMs sum in another
+    # order: fp32 rounding apart (1.5e-6 seen), the same vector.
+    np.testing.assert_allclose(values, dense[indices], rtol=0, atol=1e-5)
 
 
 def _assert_error(response: requests.Response, *fragments: str) -> str:
