@@ -110,9 +110,7 @@ def child(job_path: str) -> None:
     out = llm.embed(texts, use_tqdm=False)
     embedded = time.perf_counter()
     # What a search-engine client needs: each vector's non-zero terms.
-    if job["accessor"] == "sparse":  # the patched build's accessor
-        terms = [o.outputs.sparse for o in out]
-    elif job["accessor"] == "scan":  # upstream has only the dense list
+    if job["accessor"] == "scan":  # both builds give the dense list
         terms = [_scan(o.outputs.embedding) for o in out]
     else:
         terms = out
@@ -232,7 +230,7 @@ def main(which: str, out_path: str, num_texts: int, rounds: int,
              for side in ("patched", "upstream")}
     runs = {
         "patched_s": partial(vllm_run, "patched", "splade", None, path,
-                             SPLADE, texts_path, "sparse"),
+                             SPLADE, texts_path, "scan"),
         "upstream_s": partial(vllm_run, "upstream", "base", site, upstream,
                               SPLADE, texts_path, "scan"),
         "dense_s": partial(vllm_run, "dense", "splade", None, backbone,

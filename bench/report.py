@@ -19,7 +19,7 @@ PAGE = resource.getpagesize()
 # sentence-transformers' (by checkpoint), pooler time over the bare GEMM.
 VS_UPSTREAM = {"splade-tiny": 1.5, "splade-base-random": 1.0}
 VS_ST = {"splade-tiny": 1.5}
-# Patched time over the floor's, the sparse accessor included (issue 9).
+# Patched time over the floor's, reading the non-zero terms included (issue 9).
 OVER_FLOOR = {"splade-tiny": 1.10}
 POOLER_OVER_GEMM = 1.15
 
@@ -101,9 +101,8 @@ def e2e_tables(results: list[dict]) -> str:
         "timing; the run stops above 1e-5):\n",
         "\n".join(checks),
         "\nThe SPLADE times include reading each vector's non-zero terms, "
-        "which is what a search engine takes: the patched build's "
-        "`outputs.sparse`; for upstream, which has only the dense "
-        "`outputs.embedding` list, a `torch.nonzero` scan of it. The floor "
+        "which is what a search engine takes: on both builds, a "
+        "`torch.nonzero` scan of the dense `outputs.embedding` list. The floor "
         "is a dense embedding (no terms to read) plus the bare decoder GEMM "
         "on the same tokens: the least any SPLADE on this encoder can cost.",
         "\nWhere the time goes (wall time inside the same runs: the BERT "
@@ -228,41 +227,6 @@ def api_table(r: dict) -> str:
             ], rows))
 
 
-def routes_table(r: dict) -> str:
-    """Inference-free SparseEncoder: query route vs document route."""
-    off, srv = r["offline"], r["served"]
-    rows = []
-    for route in ("query", "document"):
-        rows.append([
-            f"`{route}`",
-            f"{off[route]['qps']:,.0f} queries/s ({off[route]['s']:.3f} s)",
-            f"{off[route]['terms_median']:.0f}",
-            f"{srv[route]['qps']:,.1f} queries/s",
-            f"{srv[route]['ms_median']:.1f} ms / {srv[route]['ms_p99']:.1f} ms",
-        ])
-    rows.append([
-        "query / document", f"{off['query']['qps'] / off['document']['qps']:.1f}x",
-        "", f"{srv['query']['qps'] / srv['document']['qps']:.1f}x", ""
-    ])
-    words = r["words"]
-    return (f"splade-tiny as an inference-free SparseEncoder (a Router saved "
-            "by sentence-transformers: query route = a seeded random weight "
-            "per token, document route = splade-tiny); the same "
-            f"{r['queries']} queries of {words[0]}-{words[1]} words through "
-            "each route. Offline: `LLM.embed(queries, prompt_name=...)` "
-            f"with each output's `.sparse` terms, best of {r['rounds']}. "
-            f"Served: the first {r['requests']} queries, one "
-            "`/embed_sparse` request each, one after the other on loopback. "
-            "Both routes matched sentence-transformers' `encode_query` / "
-            "`encode_document` in the same run (same non-zero terms, max "
-            f"|diff| query {r['offline']['check_max_diff']['query']:.1e}, "
-            f"document {r['offline']['check_max_diff']['document']:.1e})."
-            "\n\n" + table([
-                "Route", "Offline", "Terms (median)", "Served",
-                "Served p50 / p99 per request"
-            ], rows))
-
-
 def defects_table(r: dict) -> str:
     """Upstream's defects vs the patched build, each against ST."""
     what = {
@@ -312,8 +276,6 @@ def main(results: Path, started: float, load: str, doc: Path) -> None:
         memory_table(read("memory.json")),
         "\n## Sparse output: /embed_sparse vs /v1/embeddings\n",
         api_table(read("api.json")),
-        "\n## Inference-free SparseEncoders: query route vs document route\n",
-        routes_table(read("routes.json")),
         "\n## Upstream's defects, measured\n",
         defects_table(read("defects.json")),
     ]

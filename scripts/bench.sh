@@ -14,10 +14,10 @@ unset PYTHONPATH  # each vLLM run picks its build (bench/e2e.py, pooler.py)
 py=.venv/bin/python
 out=build/bench
 doc=docs/performance.md
-texts=1000 base_texts=200 rounds=2 pooler_rounds=3 requests=300 quick=()
+texts=1000 base_texts=200 rounds=2 pooler_rounds=3 quick=()
 if [ "${1:-}" = --smoke ]; then
   out=build/bench/smoke doc=build/bench/smoke/performance.md
-  texts=40 base_texts=8 rounds=1 pooler_rounds=1 requests=20 quick=(--quick)
+  texts=40 base_texts=8 rounds=1 pooler_rounds=1 quick=(--quick)
 fi
 log=$out/bench.log
 mkdir -p "$out"
@@ -73,8 +73,6 @@ run bench.pooler "$out/pooler.json" --rounds "$pooler_rounds" --site "$bsite" \
   "${quick[@]}"
 run bench.memory "$out/memory.json" "${quick[@]}"
 run bench.api "$out/api.json" --texts "$texts"
-run bench.routes "$out/routes.json" --queries "$texts" --requests "$requests" \
-  --rounds "$rounds"
 run bench.defects "$out/defects.json" --site "$bsite"
 echo
 run bench.report "$out" --started "$started" --load "$load" --doc "$doc"

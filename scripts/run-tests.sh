@@ -35,10 +35,8 @@ lane() {  # lane NAME PYTEST-ARGS...: run pytest, keep its closing line
 # model ones start and fail engines of their own, which must not share a
 # process with this lane's session engine.
 lane "ours (tests/)" tests --ignore=tests/entrypoints/pooling \
-  --ignore=tests/entrypoints/serve \
   --ignore=tests/models/language/pooling/test_splade.py \
-  --ignore=tests/models/language/pooling/test_splade_sparse_pooler.py \
-  --ignore=tests/test_pooling_outputs.py
+  --ignore=tests/models/language/pooling/test_splade_sparse_pooler.py
 log=$(mktemp)
 echo "== vLLM: the series' tests + registry (Bert, coverage, Splade)"
 set +e

@@ -23,14 +23,13 @@ cd "$(dirname "$0")/.."
 source vllm-version.txt
 unset PYTHONPATH
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
-# VLLM_ENABLE_V1_MULTIPROCESSING stays on (vLLM's default) for the full
-# run: with the engine core in the pytest process, vLLM's conftest tears the
-# distributed state down after each test under a module-scoped engine
-# ("pipeline model parallel group is not initialized" from the next test:
-# test_truncation_control.py, the entrypoints' offline tests). --fast turns
-# it off: an engine then starts in ~3 s instead of ~15-40 s (a spawned
-# process re-imports vLLM).
-export VLLM_CPU_KVCACHE_SPACE=1
+# VLLM_ENABLE_V1_MULTIPROCESSING is on (vLLM's default) in both lanes, also
+# when make test's lane of our tests turned it off: with the engine core in
+# the pytest process, vLLM's conftest tears the distributed state down after
+# each test under a module-scoped engine ("pipeline model parallel group is
+# not initialized" from the next test: test_truncation_control.py, the
+# entrypoints' offline tests, test_splade.py).
+export VLLM_ENABLE_V1_MULTIPROCESSING=1 VLLM_CPU_KVCACHE_SPACE=1
 # The OpenAI server tests start `vllm serve`; the lane's PYTHONPATH decides
 # which build it runs.
 venv=$PWD/.venv-vllm-ci
@@ -79,8 +78,7 @@ pooling=(
   "$E/embed/test_offline.py" "$E/basic/test_encode.py"
   "$E/scoring/test_bi_encoder_offline.py" "$E/embed/test_protocol.py"
   "$E/test_utils.py" "$E/test_factories.py" "$E/embed/test_online.py"
-  tests/entrypoints/serve/middleware "$E/test_json_floats.py"
-  tests/test_pooling_outputs.py tests/v1/test_serial_utils.py
+  "$E/embed_sparse"
 )
 
 version() {  # version of the vllm found first with PYTHONPATH=$1
@@ -125,13 +123,9 @@ fi
 if [ "${1:-}" = --fast ]; then
   # UltraVBert's registry entries import torchvision, left out of the venv
   # (requirements/vllm-runtime.in): they fail unpatched too.
-  VLLM_ENABLE_V1_MULTIPROCESSING=0 \
-    lane fast "$tree" "" "$splade" tests/models/test_registry.py \
-    tests/entrypoints/pooling/embed_sparse/test_embed_sparse.py \
-    tests/entrypoints/serve/middleware/test_body_size_middleware.py \
-    tests/entrypoints/pooling/test_json_floats.py tests/test_pooling_outputs.py \
-    tests/v1/test_serial_utils.py \
-    -k "(bert or coverage or splade or embed_sparse or body_size or json_floats or pooling_outputs or sparse_tensor) and not UltraVBert"
+  lane fast "$tree" "" "$splade" tests/models/test_registry.py \
+    tests/entrypoints/pooling/embed_sparse \
+    -k "(bert or coverage or splade or embed_sparse) and not UltraVBert"
   exit
 fi
 

@@ -13,9 +13,6 @@ CARRIED = [
     "tests/models/language/pooling/test_splade.py",
     "tests/models/language/pooling/test_splade_sparse_pooler.py",
     "tests/entrypoints/pooling/embed_sparse/test_embed_sparse.py",
-    "tests/entrypoints/serve/middleware/test_body_size_middleware.py",
-    "tests/entrypoints/pooling/test_json_floats.py",
-    "tests/test_pooling_outputs.py",
 ]
 
 

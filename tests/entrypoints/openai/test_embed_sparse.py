@@ -3,6 +3,7 @@
 return_tokens extras, truncation, and errors. Every test here skips, with
 the reason, while the served build has no such route (404)."""
 import json
+import urllib.request
 
 import pytest
 import torch
@@ -115,14 +116,19 @@ def test_bad_requests_are_clear_400s(splade_server, body, message):
     assert message in json.loads(data)["error"]["message"]
 
 
-def test_dense_model_gets_a_clear_error(tmp_path):
+def test_dense_model_has_no_embed_sparse(tmp_path):
+    """/embed_sparse exists only where the model produces sparse vectors
+    (SupportsSparseEmbedding): a dense server answers 404 and its OpenAPI
+    schema has no such path."""
     from tests.models.language.pooling.test_splade_parity import (
         _save_synthetic_bert)
     _save_synthetic_bert(tmp_path, masked_lm=False)
     with SpladeServer(str(tmp_path), hf_overrides=None) as dense:
         status, data = dense.request("/embed_sparse", {"inputs": "hello"})
-        assert status == 400
-        assert "needs a SPLADE model" in json.loads(data)["error"]["message"]
+        assert status == 404, data
+        with urllib.request.urlopen(dense.url + "/openapi.json") as r:
+            paths = json.loads(r.read())["paths"]
+        assert "/v1/embeddings" in paths and "/embed_sparse" not in paths
         # Its dense embeddings still work.
         assert dense.post("/v1/embeddings", {
             "model": dense.model,

@@ -2,14 +2,20 @@
 # SPDX-FileCopyrightText: Copyright contributors to the vLLM project
 """The TEI-compatible ``/embed_sparse`` endpoint of SPLADE models."""
 
+import contextlib
 import json
 import os
+import socket
+from unittest.mock import MagicMock
 
+import jsonschema
 import numpy as np
 import pytest
 import requests
+from fastapi import FastAPI
 
 from tests.utils import RemoteOpenAIServer
+from vllm.entrypoints.pooling.factories import register_pooling_api_routers
 from vllm.tokenizers import get_tokenizer
 
 MODEL_NAME = os.environ.get(
@@ -22,6 +28,24 @@ TEXTS = [
 ]
 # Right truncation keeps the apples, left truncation the bananas.
 LONG_TEXT = "apple " * 400 + "banana " * 400
+
+# The response of TEI's /embed_sparse, from its OpenAPI schema
+# (docs/openapi.json of text-embeddings-inference 1.7: EmbedSparseResponse
+# and SparseValue).
+TEI_EMBED_SPARSE_RESPONSE = {
+    "type": "array",
+    "items": {
+        "type": "array",
+        "items": {
+            "type": "object",
+            "required": ["index", "value"],
+            "properties": {
+                "index": {"type": "integer", "minimum": 0},
+                "value": {"type": "number"},
+            },
+        },
+    },
+}
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +71,10 @@ def tokenizer():
 
 
 def _embed_sparse(server: RemoteOpenAIServer, **body) -> requests.Response:
-    return requests.post(server.url_for("embed_sparse"), json=body)
+    response = requests.post(server.url_for("embed_sparse"), json=body)
+    if response.ok:
+        jsonschema.validate(response.json(), TEI_EMBED_SPARSE_RESPONSE)
+    return response
 
 
 def _dense(server: RemoteOpenAIServer, texts: list[str], **extra) -> np.ndarray:
@@ -76,6 +103,20 @@ def _assert_error(response: requests.Response, *fragments: str) -> str:
     for fragment in fragments:
         assert fragment in message, message
     return message
+
+
+def test_tei_request(server: RemoteOpenAIServer):
+    """A request as TEI's schema writes it (EmbedSparseRequest: its enum
+    spells the direction "Right")."""
+    body = {
+        "inputs": TEXTS,
+        "truncate": False,
+        "truncation_direction": "Right",
+        "prompt_name": None,
+    }
+    response = _embed_sparse(server, **body)
+    response.raise_for_status()
+    assert len(response.json()) == len(TEXTS)
 
 
 def test_matches_embeddings(server: RemoteOpenAIServer):
@@ -172,27 +213,26 @@ def test_empty_inputs(server: RemoteOpenAIServer, inputs):
 
 
 @pytest.mark.parametrize(
-    "body",
+    ("body", "message"),
     [
-        {"inputs": "x", "unknown": 1},
-        {"inputs": "x", "truncation_side": "left"},
-        {"inputs": 5},
-        {"inputs": [1, 2]},
-        {"inputs": "x", "truncate": "yes"},
-        {"inputs": "x", "truncation_direction": "middle"},
-        {"inputs": "x", "top_k": 0},
-        {"inputs": "x", "top_k": -3},
-        {"inputs": "x", "top_k": 2.5},
-        {"inputs": "x", "return_tokens": 1},
-        {"inputs": "x", "threshold": -0.5},
-        {"inputs": "x", "threshold": "0.5"},
-        {"inputs": "x", "threshold": [1]},
+        ({"inputs": "x", "unknown": 1}, "Extra inputs are not permitted"),
+        ({"inputs": "x", "truncation_side": "left"}, "Extra inputs are not permitted"),
+        ({"inputs": 5}, "Input should be a valid string"),
+        ({"inputs": [1, 2]}, "Input should be a valid string"),
+        ({"inputs": "x", "truncate": "yes"}, "Input should be a valid boolean"),
+        ({"inputs": "x", "truncation_direction": "middle"}, "Input should be 'right'"),
+        ({"inputs": "x", "top_k": 0}, "greater than or equal to 1"),
+        ({"inputs": "x", "top_k": -3}, "greater than or equal to 1"),
+        ({"inputs": "x", "top_k": 2.5}, "Input should be a valid integer"),
+        ({"inputs": "x", "return_tokens": 1}, "Input should be a valid boolean"),
+        ({"inputs": "x", "threshold": -0.5}, "greater than or equal to 0"),
+        ({"inputs": "x", "threshold": "0.5"}, "Input should be a valid number"),
+        ({"inputs": "x", "threshold": [1]}, "Input should be a valid number"),
     ],
 )
-def test_invalid_request(server: RemoteOpenAIServer, body: dict):
+def test_invalid_request(server: RemoteOpenAIServer, body: dict, message: str):
     response = requests.post(server.url_for("embed_sparse"), json=body)
-    assert response.status_code == 400, response.text
-    assert response.json()["error"]["code"] == 400
+    _assert_error(response, message)
 
 
 def test_priority_needs_priority_scheduling(server: RemoteOpenAIServer):
@@ -232,75 +272,64 @@ def test_invalid_unicode(server: RemoteOpenAIServer):
     _assert_error(response, "`inputs` must be valid Unicode", "position 2")
 
 
-def test_body_size_limit(server: RemoteOpenAIServer):
-    # TEI's payload limit, 2 MB, holds on this route by default.
-    response = _embed_sparse(server, inputs="word " * 420_000, truncate=True)
-    assert response.status_code == 413, response.text
-    assert response.json()["error"]["code"] == 413
+def _raw_request(server: RemoteOpenAIServer, headers: str, chunks=()) -> bytes:
+    """Send a POST /embed_sparse with these headers and body chunks over a
+    socket of its own; return what the server answered, and stop sending
+    once it has answered (or closed)."""
+    host, port = server.host, server.port
+    with socket.create_connection((host, port), timeout=30) as sock:
+        request = f"POST /embed_sparse HTTP/1.1\r\nHost: {host}\r\n{headers}\r\n"
+        sock.sendall(request.encode())
+        sock.settimeout(0.01)
+        answer = b""
+        for chunk in chunks:
+            with contextlib.suppress(TimeoutError):
+                answer += sock.recv(65536)
+            if answer:
+                break
+            try:
+                sock.sendall(chunk)
+            except OSError:  # closed by the server: its answer is queued
+                break
+        sock.settimeout(30)
+        while b"\r\n\r\n" not in answer and (part := sock.recv(65536)):
+            answer += part
+        return answer
 
 
-@pytest.fixture(scope="module")
-def router(tmp_path_factory) -> str:
-    from tests.models.language.pooling.test_splade import save_router_encoder
-
-    path = str(tmp_path_factory.mktemp("router") / "inference-free")
-    save_router_encoder(path, MODEL_NAME)
-    return path
-
-
-@pytest.fixture(scope="module")
-def router_server(router: str):
-    # An inference-free SparseEncoder folder: no flags.
-    args = ["--dtype", "float32", "--enforce-eager", "--max-model-len", "512"]
-    with RemoteOpenAIServer(router, args) as remote_server:
-        yield remote_server
+def test_body_over_payload_limit_by_content_length(server: RemoteOpenAIServer):
+    """TEI's 413 over 2 MB, answered from Content-Length alone: not one byte
+    of the body is sent."""
+    headers = "Content-Type: application/json\r\nContent-Length: 2000001\r\n"
+    answer = _raw_request(server, headers)
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+    assert b"Request body larger than 2000000 bytes" in answer
 
 
-@pytest.mark.parametrize("prompt_name", ["query", "document", None])
-def test_router_routes(router_server: RemoteOpenAIServer, router: str, prompt_name):
-    """`prompt_name` picks the route as encode_query / encode_document do;
-    none is the folder's default route (document)."""
-    from sentence_transformers import SparseEncoder
+def test_chunked_body_over_payload_limit(server: RemoteOpenAIServer):
+    """A chunked body is refused once 2 MB of it have been read: the server
+    answers and closes long before 64 MB could be sent."""
+    block = b"x" * 65536
+    chunk = f"{len(block):x}\r\n".encode() + block + b"\r\n"
+    headers = "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
+    sent = []
 
-    encoder = SparseEncoder(router, device="cpu")
-    encode = {
-        "query": encoder.encode_query,
-        "document": encoder.encode_document,
-        None: encoder.encode,
-    }[prompt_name]
-    want = encode(TEXTS, convert_to_tensor=True).to_dense().numpy()
-    response = _embed_sparse(router_server, inputs=TEXTS, prompt_name=prompt_name)
-    response.raise_for_status()
-    for sparse, vector in zip(response.json(), want):
-        indices = [term["index"] for term in sparse]
-        assert indices == np.flatnonzero(vector).tolist()
-        values = np.array([term["value"] for term in sparse], dtype=np.float32)
-        np.testing.assert_allclose(values, vector[indices], rtol=0, atol=1e-5)
-    if prompt_name != "query":
-        # The dense endpoints run the model route.
-        dense = _dense(router_server, TEXTS, model=router)
-        _assert_matches_dense(response.json()[0], dense[0])
+    def chunks():
+        for _ in range(1024):  # 64 MB
+            sent.append(len(block))
+            yield chunk
+
+    answer = _raw_request(server, headers, chunks())
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+    assert sum(sent) < 32 << 20
 
 
-def test_router_query_route_extras(router_server: RemoteOpenAIServer, tokenizer):
-    response = _embed_sparse(router_server, inputs=TEXTS[0], prompt_name="query")
-    (full,) = response.json()
-    response = _embed_sparse(
-        router_server,
-        inputs=TEXTS[0],
-        prompt_name="query",
-        top_k=2,
-        return_tokens=True,
-    )
-    (top,) = response.json()
-    largest = sorted(full, key=lambda term: -term["value"])[:2]
-    assert [t["index"] for t in top] == sorted(t["index"] for t in largest)
-    assert [t["token"] for t in top] == tokenizer.convert_ids_to_tokens(
-        [t["index"] for t in top]
-    )
-
-
-@pytest.mark.parametrize("prompt_name", ["passage", "Query", ""])
-def test_router_unknown_route(router_server: RemoteOpenAIServer, prompt_name):
-    response = _embed_sparse(router_server, inputs="x", prompt_name=prompt_name)
-    _assert_error(response, "is not a route", "'document'", "'query'")
+@pytest.mark.parametrize("sparse", [True, False])
+def test_route_only_for_sparse_embedding_models(sparse: bool):
+    """/embed_sparse is in the API (and its OpenAPI schema) only when the
+    model's class declares SupportsSparseEmbedding."""
+    app = FastAPI()
+    model_config = MagicMock(is_sparse_embedding_model=sparse)
+    model_config.get_pooling_task.return_value = "embed"
+    register_pooling_api_routers(app, ("embed",), model_config)
+    assert ("/embed_sparse" in app.openapi()["paths"]) == sparse

@@ -4,12 +4,15 @@
 
 Runs on a seeded random BertForMaskedLM written here (no network needed:
 gelu_new, a LayerNorm eps of its own, tied embeddings saved without a
-decoder weight, [CLS]/[SEP] ids in its config) and on a pretrained SPLADE
+decoder weight, as transformers 5 saves them, [CLS]/[SEP] ids in its
+config, which must not drop those tokens) and on a pretrained SPLADE
 checkpoint, by default naver/splade-cocondenser-ensembledistil; set
 VLLM_TEST_SPLADE_MODEL to a local folder to run offline.
 """
 
 import os
+import subprocess
+import sys
 from functools import partial
 
 import pytest
@@ -34,6 +37,21 @@ WORDS = [
     "capital", "france", "paris", "tokens", "count", "too", "splade", "sparse",
     "vector", "model", "query", "passage",
 ]  # fmt: skip
+
+# vLLM and sentence-transformers compute the same fp32 logits in another
+# order (batching, kernels): up to ~2e-6 apart here, bounded by 1e-5. A term
+# whose weight is that close to zero may be active in one and not in the
+# other, so the active terms are compared above it.
+ATOL = 1e-5
+
+
+def assert_same_sparse_vectors(
+    got: torch.Tensor, want: torch.Tensor, rtol: float = 0
+) -> None:
+    assert got.shape == want.shape
+    torch.testing.assert_close(got, want, rtol=rtol, atol=ATOL)
+    differ = (got > 0) != (want > 0)
+    assert (torch.maximum(got, want)[differ] <= ATOL).all()
 
 
 def save_random_splade(path: str, architecture: str = "BertForMaskedLM") -> None:
@@ -86,40 +104,64 @@ def sentence_transformers_vectors(model: str, texts: list[str]) -> torch.Tensor:
     return encoder.encode(texts, convert_to_tensor=True).to_dense().float()
 
 
-def embed(llm, texts: list[str]) -> torch.Tensor:
-    outputs = llm.encode(texts, pooling_task="embed")
-    return torch.stack([o.outputs.data for o in outputs])
-
-
-def vllm_vectors(model: str, texts: list[str], **kwargs) -> torch.Tensor:
-    from vllm import LLM
-
+def splade_runner(vllm_runner, model: str, **kwargs):
     kwargs.setdefault("hf_overrides", OVERRIDES)
-    llm = LLM(
-        model=model,
+    return vllm_runner(
+        model,
         runner="pooling",
         dtype="float32",
         enforce_eager=True,
+        max_model_len=None,
         **kwargs,
     )
-    try:
-        return embed(llm, texts)
-    finally:
-        del llm
 
 
-def test_checkpoint_without_head_fails_naming_it(
-    random_splade: str, tmp_path, monkeypatch
+@pytest.fixture(scope="module")
+def random_splade_model(vllm_runner, random_splade):
+    # Module-scoped: one engine serves every test of the random checkpoint.
+    # Weight updates (test_partial_weight_updates) pickle a function to it.
+    with pytest.MonkeyPatch.context() as m:
+        m.setenv("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")
+        with splade_runner(vllm_runner, random_splade) as model:
+            yield model
+
+
+@pytest.mark.parametrize("model", ["random", "pretrained"])
+def test_model_matches_sentence_transformers(
+    model: str, request, vllm_runner, random_splade
 ):
+    if model == "random":
+        got = request.getfixturevalue("random_splade_model").embed(TEXTS)
+        want = sentence_transformers_vectors(random_splade, TEXTS)
+    else:
+        with splade_runner(vllm_runner, PRETRAINED) as vllm_model:
+            got = vllm_model.embed(TEXTS)
+        want = sentence_transformers_vectors(PRETRAINED, TEXTS)
+    assert_same_sparse_vectors(torch.tensor(got), want)
+
+
+def engine_start_error(model: str, **kwargs) -> str:
+    """Start an engine in a process of its own, which must fail: return what
+    it printed. (A failed start must not touch this process's engines.)"""
+    code = (
+        "import sys\nfrom vllm import LLM\n"
+        f"LLM(model={model!r}, runner='pooling', enforce_eager=True, **{kwargs!r})"
+    )
+    env = dict(os.environ, VLLM_ENABLE_V1_MULTIPROCESSING="0")
+    result = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True
+    )
+    assert result.returncode != 0, "the engine started"
+    return result.stderr
+
+
+def test_checkpoint_without_head_fails_naming_it(random_splade: str, tmp_path):
     """A checkpoint with no masked-LM head is no SPLADE model: loading fails
     and names the missing head weights, rather than serving noise."""
     import shutil
 
     from safetensors.torch import load_file, save_file
 
-    # In process, the loader's error reaches the caller, not only the engine
-    # core's "initialization failed".
-    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     path = tmp_path / "no-head"
     shutil.copytree(random_splade, path)
     weights = load_file(path / "model.safetensors")
@@ -127,8 +169,8 @@ def test_checkpoint_without_head_fails_naming_it(
         {k: v for k, v in weights.items() if not k.startswith("cls.")},
         path / "model.safetensors",
     )
-    with pytest.raises(Exception, match=r"mlm_head\.dense\.weight"):
-        vllm_vectors(str(path), TEXTS[:1])
+    error = engine_start_error(str(path), hf_overrides=OVERRIDES)
+    assert "mlm_head.dense.weight" in error
 
 
 def load_weights(model: torch.nn.Module, weights: list[tuple[str, torch.Tensor]]):
@@ -136,60 +178,41 @@ def load_weights(model: torch.nn.Module, weights: list[tuple[str, torch.Tensor]]
     return model.load_weights(weights)
 
 
-def test_partial_weight_updates(random_splade: str, monkeypatch):
+def test_partial_weight_updates(random_splade: str, random_splade_model):
     """load_weights with one tensor at a time (as RLHF weight sync does)
     loads just that tensor: no error for the rest of the head."""
     from safetensors.torch import load_file
 
-    from vllm import LLM
-
-    monkeypatch.setenv("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")
     name = "cls.predictions.transform.dense.weight"
     weight = load_file(os.path.join(random_splade, "model.safetensors"))[name]
-    llm = LLM(
-        model=random_splade,
-        runner="pooling",
-        dtype="float32",
-        enforce_eager=True,
-        hf_overrides=OVERRIDES,
-    )
-    vectors = [embed(llm, TEXTS)]
+    llm = random_splade_model.llm
+    vectors = [torch.tensor(random_splade_model.embed(TEXTS))]
     (loaded,) = llm.apply_model(partial(load_weights, weights=[(name, weight * 0)]))
-    vectors.append(embed(llm, TEXTS))
+    vectors.append(torch.tensor(random_splade_model.embed(TEXTS)))
     llm.apply_model(partial(load_weights, weights=[(name, weight)]))
-    vectors.append(embed(llm, TEXTS))
+    vectors.append(torch.tensor(random_splade_model.embed(TEXTS)))
     assert loaded == {"mlm_head.dense.weight"}
     assert not torch.equal(vectors[1], vectors[0])
     torch.testing.assert_close(vectors[2], vectors[0], rtol=0, atol=1e-6)
 
 
-@pytest.mark.parametrize("model", ["random", PRETRAINED])
-def test_model_matches_sentence_transformers(model: str, random_splade: str):
-    path = random_splade if model == "random" else model
-    want = sentence_transformers_vectors(path, TEXTS)
-    got = vllm_vectors(path, TEXTS)
-    assert got.shape == want.shape
-    for g, w in zip(got, want):
-        assert torch.equal(g > 0, w > 0)
-        torch.testing.assert_close(g, w, rtol=0, atol=1e-5)
-
-
 def save_sparse_encoder(
-    path: str, backbone: str, pooling: str, activation: str, layout: str
+    path: str, backbone: str, pooling: str, activation: str, layout: str = "6.x"
 ) -> None:
-    """A sentence-transformers SparseEncoder folder of `backbone`, as
-    sentence-transformers 6 saves it, or rewritten to the 5.x layout."""
+    """A sentence-transformers SparseEncoder folder of `backbone`, pooling with
+    SpladePooling(pooling, activation), as sentence-transformers saves it
+    (the module names of 6.x, also written since 5.6), or rewritten with the
+    names 5.x wrote before."""
     import json
 
     from sentence_transformers import SparseEncoder
     from sentence_transformers.sparse_encoder.modules import (
+        MLMTransformer,
         SpladePooling,
-        Transformer,
     )
 
-    transformer = Transformer(backbone, transformer_task="fill-mask")
     splade = SpladePooling(pooling_strategy=pooling, activation_function=activation)
-    SparseEncoder(modules=[transformer, splade], device="cpu").save(path)
+    SparseEncoder(modules=[MLMTransformer(backbone), splade], device="cpu").save(path)
     if layout == "5.x":
         modules_file = os.path.join(path, "modules.json")
         with open(modules_file) as f:
@@ -202,197 +225,71 @@ def save_sparse_encoder(
 
 @pytest.mark.parametrize(
     ("pooling", "activation", "layout"),
-    [("max", "relu", "6.x"), ("sum", "relu", "6.x"), ("max", "log1p_relu", "5.x")],
+    [("sum", "relu", "6.x"), ("max", "log1p_relu", "5.x")],
 )
-def test_sparse_encoder_folder_needs_no_flags(
-    pooling: str, activation: str, layout: str, random_splade: str, tmp_path
+def test_splade_pooling_of_sparse_encoder(
+    pooling: str, activation: str, layout: str, vllm_runner, random_splade, tmp_path
 ):
-    """A SparseEncoder folder is served as SPLADE with no flags, pooled as
-    its SpladePooling module says."""
+    """A SparseEncoder folder is served as SPLADE with no flags, pooled as its
+    SpladePooling module says."""
     path = str(tmp_path / "sparse-encoder")
     save_sparse_encoder(path, random_splade, pooling, activation, layout)
+    with splade_runner(vllm_runner, path, hf_overrides=None) as vllm_model:
+        assert vllm_model.llm.model_config.architecture == OVERRIDES["architectures"][0]
+        got = torch.tensor(vllm_model.embed(TEXTS))
+    # A sum adds up to max_model_len token weights, each within ATOL.
     want = sentence_transformers_vectors(path, TEXTS)
-    got = vllm_vectors(path, TEXTS, hf_overrides=None)
-    for g, w in zip(got, want):
-        assert torch.equal(g > 0, w > 0)
-        # A sum adds up to max_model_len token weights, each within 1e-5.
-        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
+    assert_same_sparse_vectors(got, want, rtol=1e-5 if pooling == "sum" else 0)
 
 
-def test_plain_masked_lm_keeps_its_meaning(random_splade: str):
+def test_sequence_pooling_type_is_refused(random_splade: str):
+    error = engine_start_error(
+        random_splade,
+        hf_overrides=OVERRIDES,
+        pooler_config={"seq_pooling_type": "MEAN"},
+    )
+    assert "not with a sequence pooling type; got 'MEAN'" in error
+
+
+def test_plain_masked_lm_keeps_its_meaning(vllm_runner, random_splade, tmp_path):
     """A BertForMaskedLM folder without SpladePooling stays per-token
-    masked-LM logits: SPLADE is opted into, never guessed."""
-    from vllm import LLM
-
-    llm = LLM(model=random_splade, runner="pooling", enforce_eager=True)
-    try:
-        assert llm.model_config.architecture == "BertForMaskedLM"
-        with pytest.raises(ValueError):
-            llm.embed(TEXTS[:1])
-    finally:
-        del llm
+    masked-LM logits: SPLADE is opted into, never guessed. An explicit
+    --hf-overrides architecture wins over a SparseEncoder folder too."""
+    folder = str(tmp_path / "sparse-encoder")
+    save_sparse_encoder(folder, random_splade, "max", "relu")
+    mlm = {"architectures": ["BertForMaskedLM"]}
+    for path, overrides in ((random_splade, None), (folder, mlm)):
+        with vllm_runner(
+            path, runner="pooling", max_model_len=None, hf_overrides=overrides
+        ) as vllm_model:
+            assert vllm_model.llm.model_config.architecture == "BertForMaskedLM"
+            with pytest.raises(ValueError, match="Embedding API is not supported"):
+                vllm_model.embed(TEXTS[:1])
 
 
 @pytest.mark.parametrize(
-    ("architecture", "splade_architecture"),
+    ("architecture", "overrides"),
     [
-        ("RobertaForMaskedLM", "RobertaSpladeSparseEmbeddingModel"),
-        ("XLMRobertaForMaskedLM", "RobertaSpladeSparseEmbeddingModel"),
+        (
+            "RobertaForMaskedLM",
+            {"architectures": ["RobertaSpladeSparseEmbeddingModel"]},
+        ),
+        ("XLMRobertaForMaskedLM", None),  # a SparseEncoder folder: no flags
     ],
 )
 def test_roberta_family_matches_sentence_transformers(
-    architecture: str, splade_architecture: str, tmp_path
+    architecture: str, overrides: dict | None, vllm_runner, tmp_path
 ):
-    """RoBERTa and XLM-R SPLADE models, through --hf-overrides and as
-    SparseEncoder folders with no flags."""
-    path = str(tmp_path / "masked-lm")
-    save_random_splade(path, architecture)
-    want = sentence_transformers_vectors(path, TEXTS)
-    overrides = {"architectures": [splade_architecture]}
-    folder = str(tmp_path / "sparse-encoder")
-    save_sparse_encoder(folder, path, "max", "relu", "6.x")
-    for got in (
-        vllm_vectors(path, TEXTS, hf_overrides=overrides),
-        vllm_vectors(folder, TEXTS, hf_overrides=None),
-    ):
-        for g, w in zip(got, want):
-            assert torch.equal(g > 0, w > 0)
-            torch.testing.assert_close(g, w, rtol=0, atol=1e-5)
-
-
-def test_vectors_leave_the_engine_sparse(random_splade: str):
-    """`embed` outputs are sparse tensors, read as their non-zero terms by
-    `EmbeddingOutput.sparse` (sentence-transformers' non-zero set, values
-    within 1e-5) and dense, unchanged, by `embedding`; raw logits
-    (`use_activation=False`) stay dense."""
-    from vllm import LLM, EmbeddingRequestOutput, PoolingParams
-
-    want = sentence_transformers_vectors(random_splade, TEXTS)
-    # Not eager: the engine's profiling run then pools sparse outputs too.
-    llm = LLM(
-        model=random_splade,
-        runner="pooling",
-        dtype="float32",
-        hf_overrides=OVERRIDES,
-    )
-    try:
-        outputs = llm.encode(TEXTS, pooling_task="embed")
-        assert all(o.outputs.is_sparse for o in outputs)
-        embeds = llm.embed(TEXTS)
-        raw = llm.encode(
-            TEXTS[:2],
-            pooling_task="embed",
-            pooling_params=PoolingParams(use_activation=False),
+    """RoBERTa and XLM-R SPLADE models, through --hf-overrides and as a
+    SparseEncoder folder with no flags."""
+    path = backbone = str(tmp_path / "masked-lm")
+    save_random_splade(backbone, architecture)
+    if overrides is None:
+        path = str(tmp_path / "sparse-encoder")
+        save_sparse_encoder(path, backbone, "max", "relu")
+    with splade_runner(vllm_runner, path, hf_overrides=overrides) as vllm_model:
+        assert vllm_model.llm.model_config.architecture == (
+            "RobertaSpladeSparseEmbeddingModel"
         )
-    finally:
-        del llm
-    for output, w in zip(embeds, want):
-        assert isinstance(output, EmbeddingRequestOutput)
-        sparse = output.outputs.sparse
-        assert sparse.indices == torch.nonzero(w).squeeze(1).tolist()
-        torch.testing.assert_close(
-            torch.tensor(sparse.values), w[sparse.indices], rtol=0, atol=1e-5
-        )
-        torch.testing.assert_close(
-            torch.tensor(output.outputs.embedding), w, rtol=0, atol=1e-5
-        )
-    for pooled in raw:
-        assert not pooled.outputs.is_sparse
-        assert (pooled.outputs.data < 0).any()
-
-
-def save_router_encoder(
-    path: str, backbone: str, prompts: dict[str, str] | None = None
-) -> None:
-    """An inference-free SparseEncoder, as sentence-transformers saves it: a
-    Router whose "query" route is a SparseStaticEmbedding (a seeded random
-    weight per token) and whose "document" route is the masked-LM model with
-    SpladePooling."""
-    from sentence_transformers import SparseEncoder
-    from sentence_transformers.base.modules import Router
-    from sentence_transformers.sparse_encoder.modules import (
-        SparseStaticEmbedding,
-        SpladePooling,
-        Transformer,
-    )
-
-    transformer = Transformer(backbone, transformer_task="fill-mask")
-    vocab_size = len(transformer.tokenizer.get_vocab())
-    weight = torch.rand(vocab_size, generator=torch.Generator().manual_seed(0))
-    weight[weight < 0.2] = 0  # tokens a query route ignores
-    query = SparseStaticEmbedding(transformer.tokenizer, weight=weight, frozen=True)
-    router = Router.for_query_document(
-        query_modules=[query], document_modules=[transformer, SpladePooling("max")]
-    )
-    SparseEncoder(modules=[router], prompts=prompts, device="cpu").save(path)
-
-
-@pytest.mark.parametrize(
-    "prompts", [None, {"query": "query: ", "document": "passage: "}]
-)
-def test_inference_free_sparse_encoder(prompts, random_splade: str, tmp_path):
-    """A Router folder loads with no flags; `prompt_name` picks its route as
-    encode_query / encode_document do (the query route runs no model), the
-    default route is the folder's, and an unknown route is refused."""
-    from sentence_transformers import SparseEncoder
-
-    from vllm import LLM, EmbeddingRequestOutput, PoolingParams
-    from vllm.exceptions import VLLMValidationError
-
-    path = str(tmp_path / "router")
-    save_router_encoder(path, PRETRAINED if prompts is None else random_splade, prompts)
-    encoder = SparseEncoder(path, device="cpu")
-    want = {
-        "query": encoder.encode_query(TEXTS, convert_to_tensor=True),
-        "document": encoder.encode_document(TEXTS, convert_to_tensor=True),
-        None: encoder.encode(TEXTS, convert_to_tensor=True),
-    }
-    llm = LLM(model=path, dtype="float32", enforce_eager=True)
-    try:
-        got = {name: llm.embed(TEXTS, prompt_name=name) for name in want}
-        with pytest.raises(VLLMValidationError, match="'passage' is not a route"):
-            llm.embed(TEXTS, prompt_name="passage")
-        with pytest.raises(VLLMValidationError, match="runs no model"):
-            llm.embed(
-                TEXTS,
-                prompt_name="query",
-                pooling_params=PoolingParams(use_activation=False),
-            )
-    finally:
-        del llm
-    for name, vectors in want.items():
-        for output, w in zip(got[name], vectors.to_dense().float()):
-            assert isinstance(output, EmbeddingRequestOutput)
-            sparse = output.outputs.sparse
-            assert sparse.indices == torch.nonzero(w).squeeze(1).tolist(), name
-            torch.testing.assert_close(
-                torch.tensor(sparse.values), w[sparse.indices], rtol=0, atol=1e-5
-            )
-
-
-def test_router_without_query_weights_fails_naming_them(random_splade: str, tmp_path):
-    from vllm import LLM
-
-    path = tmp_path / "router"
-    save_router_encoder(str(path), random_splade)
-    weights = path / "query_0_SparseStaticEmbedding" / "model.safetensors"
-    weights.unlink()
-    with pytest.raises(ValueError, match="model.safetensors"):
-        LLM(model=str(path), dtype="float32", enforce_eager=True)
-
-
-def test_prompt_name_needs_routes(random_splade: str):
-    from vllm import LLM
-    from vllm.exceptions import VLLMValidationError
-
-    llm = LLM(
-        model=random_splade,
-        runner="pooling",
-        enforce_eager=True,
-        hf_overrides=OVERRIDES,
-    )
-    try:
-        with pytest.raises(VLLMValidationError, match="needs a model with routes"):
-            llm.embed(TEXTS[:1], prompt_name="query")
-    finally:
-        del llm
+        got = torch.tensor(vllm_model.embed(TEXTS))
+    assert_same_sparse_vectors(got, sentence_transformers_vectors(path, TEXTS))

@@ -26,15 +26,39 @@ from vllm.v1.worker.gpu.states import RequestState
 # ---------------------------------------------------------------------
 
 
-def _metadata(lens: list[int], use_activation=None) -> PoolingMetadata:
-    use_activation = use_activation or [True] * len(lens)
+@pytest.mark.usefixtures("default_vllm_config")
+@pytest.mark.parametrize("hidden_act", ["gelu", "gelu_new", "relu"])
+@torch.inference_mode()
+def test_mlm_head_matches_transformers(hidden_act: str):
+    """BertMLMHead gives transformers' masked-LM logits, with the
+    checkpoint's activation, run in its own dtype whatever the input's."""
+    from transformers import BertConfig
+    from transformers.models.bert.modeling_bert import BertLMPredictionHead
+
+    torch.manual_seed(0)
+    config = BertConfig(
+        hidden_size=16, vocab_size=11, hidden_act=hidden_act, layer_norm_eps=1e-6
+    )
+    reference = BertLMPredictionHead(config).eval()
+    for p in reference.parameters():
+        nn.init.normal_(p)
+    head = BertMLMHead.from_config(config, dtype=torch.float32)
+    head.dense.load_state_dict(reference.transform.dense.state_dict())
+    head.layer_norm.load_state_dict(reference.transform.LayerNorm.state_dict())
+    head.decoder.weight.copy_(reference.decoder.weight)
+    head.decoder.bias.copy_(reference.decoder.bias)
+
+    hidden_states = torch.randn(4, 16)
+    torch.testing.assert_close(head(hidden_states), reference(hidden_states))
+    assert head(hidden_states.bfloat16()).dtype == torch.float32
+
+
+def _metadata(lens: list[int]) -> PoolingMetadata:
     meta = PoolingMetadata(
         prompt_lens=torch.tensor(lens, dtype=torch.int32),
         prompt_token_ids=None,
         prompt_token_ids_cpu=None,
-        pooling_params=[
-            PoolingParams(task="embed", use_activation=a) for a in use_activation
-        ],
+        pooling_params=[PoolingParams(task="embed") for _ in lens],
         pooling_states=[PoolingStates() for _ in lens],
     )
     meta.build_pooling_cursor(
@@ -53,12 +77,10 @@ def test_splade_pooler_matches_reference_formula(
 ):
     """SPLADESparsePooler gives log1p(relu(mlm_head(h))) (log1p of that for
     log1p_relu) pooled over all the tokens of each sequence, [CLS] and [SEP]
-    included, whatever the number of tokens per chunk, as a sparse tensor;
-    the pooled logits, dense, for a request with use_activation=False."""
+    included, whatever the number of tokens per chunk."""
     torch.manual_seed(0)
     H, V = 5, 7
     lens = [3, 1, 6, 2]
-    use_activation = [True, False, True, True]
     hidden_states = torch.randn(sum(lens), H)
     mlm_head = BertMLMHead(hidden_size=H, vocab_size=V, layer_norm_eps=1e-12)
     for p in mlm_head.parameters():
@@ -67,23 +89,30 @@ def test_splade_pooler_matches_reference_formula(
     pooler = SPLADESparsePooler(
         mlm_head, pooling=pooling, activation=activation, chunk_bytes=chunk_bytes
     )
-    pooled = pooler(hidden_states, _metadata(lens, use_activation))
+    # Rows past the batch's tokens (padding) are not pooled.
+    padded = torch.cat([hidden_states, torch.full((2, H), 1e4)])
+    pooled = pooler(padded, _metadata(lens))
 
-    assert len(pooled) == len(lens)
-    for got, hs, act in zip(pooled, hidden_states.split(lens), use_activation):
-        logits = mlm_head(hs)
-        assert got.is_sparse == act
-        got = got.to_dense()
-        if act:
-            assert (got >= 0).all(), "SPLADE outputs must be non-negative."
-            scores = torch.log1p(torch.relu(logits))
-            if activation == "log1p_relu":
-                scores = torch.log1p(scores)
-        else:
-            scores = logits
+    assert pooled.shape == (len(lens), V)
+    assert (pooled >= 0).all(), "SPLADE outputs must be non-negative."
+    for got, hs in zip(pooled, hidden_states.split(lens)):
+        scores = torch.log1p(torch.relu(mlm_head(hs)))
+        if activation == "log1p_relu":
+            scores = torch.log1p(scores)
         want = scores.amax(0) if pooling == "max" else scores.sum(0)
-        assert got.shape == (V,)
-        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    # Deterministic: no atomics in the reduction (segment_reduce for sum).
+    assert torch.equal(pooler(padded, _metadata(lens)), pooled)
+    assert pooler(hidden_states[:0], _metadata([])).shape == (0, V)
+
+
+@pytest.mark.usefixtures("default_vllm_config")
+def test_splade_pooler_refuses_unknown_pooling():
+    mlm_head = BertMLMHead(hidden_size=5, vocab_size=7)
+    with pytest.raises(ValueError, match="SPLADE pooling must be 'max' or 'sum'"):
+        SPLADESparsePooler(mlm_head, pooling="mean")
+    with pytest.raises(ValueError, match="must be 'relu' or 'log1p_relu'"):
+        SPLADESparsePooler(mlm_head, activation="gelu")
 
 
 def test_pooling_runner_gathers_required_token_ids() -> None:

@@ -66,8 +66,8 @@ def test_trained_sparse_encoder_folder_loads_with_no_flags(tmp_path,
     save_sparse_encoder(path, splade_tiny)
     config = _model_config(path)
     assert config.architecture == "BertSpladeSparseEmbeddingModel"
-    assert config.pooler_config.splade_pooling == "max"
-    assert config.pooler_config.splade_activation == "relu"
+    assert config.hf_config.splade_pooling_strategy == "max"
+    assert config.hf_config.splade_activation_function == "relu"
 
     from sentence_transformers import SparseEncoder
     want = st_vectors(SparseEncoder(path, device="cpu"), PARITY_TEXTS)
@@ -97,25 +97,27 @@ def test_dense_sentence_transformers_masked_lm_folder_is_not_splade(
         shutil.copy(os.path.join(splade_tiny, name), tmp_path / name)
     config = _model_config(str(tmp_path))
     assert config.architecture == "BertForMaskedLM"
-    assert config.pooler_config.splade_pooling is None
+    assert not hasattr(config.hf_config, "splade_pooling_strategy")
 
 
 def test_user_pooling_type_is_refused_with_a_hint(splade_tiny):
     """--pooler-config '{"pooling_type": "MEAN"}' would silently replace
     SPLADE pooling; the model refuses it at start and names
-    splade_pooling."""
+    splade_pooling_strategy."""
     message = engine_start_error(splade_tiny,
                                  pooler_config={"pooling_type": "MEAN"})
-    assert "splade_pooling" in message, message
+    assert "splade_pooling_strategy" in message, message
     assert "'MEAN'" in message, message
 
 
 def test_splade_pooling_from_the_user_is_honoured(splade_tiny, splade_llm):
-    """The supported way to choose: pooler_config splade_pooling."""
+    """The supported way to choose for a checkpoint without a SpladePooling
+    module: --hf-overrides splade_pooling_strategy."""
     texts = PARITY_TEXTS[:8]
     llm = make_llm(splade_tiny,
-                   hf_overrides=SPLADE_OVERRIDES,
-                   pooler_config={"splade_pooling": "sum"})
+                   hf_overrides={
+                       **SPLADE_OVERRIDES, "splade_pooling_strategy": "sum"
+                   })
     try:
         summed = vllm_vectors(llm, texts)
     finally:
