@@ -47,7 +47,7 @@ STAND_INS = {
     # names, no decoder tensor); this one is saved by transformers 5: a
     # tied decoder, no decoder tensor, modern names.
     "google-bert/bert-base-uncased": ("bert", "BertForMaskedLM", {}, None),
-    "Rami/multi-label-class-classification-on-github-issues":
+    "vllm-project/multi-label-class-classification-on-github-issues":
     ("bert", "BertForSequenceClassification", {
         "num_labels": 6,
         "problem_type": "multi_label_classification"
@@ -56,12 +56,12 @@ STAND_INS = {
     "sentence-transformers/stsb-roberta-base-v2":
     ("roberta", "RobertaModel", {}, ("mean", False, 75)),
     # Its tests check the embedding size (384): 12 heads of 32.
-    "intfloat/multilingual-e5-small":
+    "vllm-project/multilingual-e5-small":
     ("xlm-roberta", "XLMRobertaModel", {
         "hidden_size": 384,
         "num_attention_heads": 12
     }, ("mean", True, 512)),
-    "Davlan/xlm-roberta-base-ner-hrl":
+    "vllm-project/xlm-roberta-base-ner-hrl":
     ("xlm-roberta", "XLMRobertaForTokenClassification", {
         "num_labels": 9
     }, None),

@@ -26,6 +26,13 @@ KNOWN = {
     r"embed/test_online\.py::test_(basic|completion_request|"
     r"completion_request_batched|truncate_prompt_tokens|chat_request)\[":
     _REAL_TOKENIZER,
+    r"scoring/test_bi_encoder_offline\.py::"
+    r"test_token_limits_with_mistral_tokenizer$":
+    ("loads mistralai/Mistral-7B-Instruct-v0.3's tokenizer from the hub, "
+     "which this machine cannot reach offline"),
+    r"test_registry\.py::test_registry_imports\[(Col)?UltraVBert":
+    ("UltraVBert's modules import torchvision, which the vLLM CI venv "
+     "leaves out (requirements/vllm-runtime.in)"),
 }
 OUTCOMES = ("passed", "failed", "skipped", "error")
 BAD = ("failed", "error")
