@@ -12,6 +12,9 @@ TREE = ROOT / "build/vllm"
 CARRIED = [
     "tests/models/language/pooling/test_splade.py",
     "tests/models/language/pooling/test_splade_sparse_pooler.py",
+    "tests/models/language/pooling/test_distilbert.py",
+    "tests/models/language/pooling/test_modernbert.py",
+    "tests/entrypoints/pooling/embed_sparse/test_bge_m3.py",
     "tests/entrypoints/pooling/embed_sparse/test_embed_sparse.py",
 ]
 

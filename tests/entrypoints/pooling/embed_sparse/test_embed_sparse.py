@@ -324,12 +324,26 @@ def test_chunked_body_over_payload_limit(server: RemoteOpenAIServer):
     assert sum(sent) < 32 << 20
 
 
-@pytest.mark.parametrize("sparse", [True, False])
-def test_route_only_for_sparse_embedding_models(sparse: bool):
+@pytest.mark.parametrize(
+    ("sparse_task", "pooling_task", "served"),
+    [
+        ("embed", "embed", True),  # SPLADE
+        (None, "embed", False),  # a dense model
+        ("token_classify", "token_classify", True),  # BGE-M3
+        ("token_classify", "embed", True),  # BGE-M3, dense endpoints
+    ],
+)
+def test_route_only_for_sparse_embedding_models(
+    sparse_task: str | None, pooling_task: str, served: bool
+):
     """/embed_sparse is in the API (and its OpenAPI schema) only when the
-    model's class declares SupportsSparseEmbedding."""
+    model's class declares SupportsSparseEmbedding, whatever task the other
+    endpoints serve."""
     app = FastAPI()
-    model_config = MagicMock(is_sparse_embedding_model=sparse)
-    model_config.get_pooling_task.return_value = "embed"
-    register_pooling_api_routers(app, ("embed",), model_config)
-    assert ("/embed_sparse" in app.openapi()["paths"]) == sparse
+    model_config = MagicMock(
+        is_sparse_embedding_model=sparse_task is not None,
+        sparse_embedding_task=sparse_task,
+    )
+    model_config.get_pooling_task.return_value = pooling_task
+    register_pooling_api_routers(app, ("embed", "token_classify"), model_config)
+    assert ("/embed_sparse" in app.openapi()["paths"]) == served

