@@ -227,6 +227,44 @@ def api_table(r: dict) -> str:
             ], rows))
 
 
+def families_table(r: dict) -> str:
+    """DistilBERT SPLADE vs sentence-transformers; BGE-M3's tasks."""
+    d = r["distilbert"]
+    n = d["texts"]
+    st_ratio = d["st"]["s"] / d["vllm"]["s"]
+    out = [
+        f"DistilBERT SPLADE: splade-tiny's trained weights in DistilBERT's "
+        f"layout (`tests/checkpoints.py`), {n} corpus texts, the first 16 "
+        f"equal to sentence-transformers' within {d['check_max_diff']:.1e} (`LLM.encode`, vectors not scanned for their terms, unlike the end-to-end table):"
+        "\n",
+        table(["", "vLLM (DistilBertSpladeSparseEmbeddingModel)",
+               "sentence-transformers", "Speed-up over sentence-transformers"],
+              [["texts/s", _speed(n, d["vllm"]["s"]), _speed(n, d["st"]["s"]),
+                f"{st_ratio:.2f}x"]]),
+    ]
+    b = r["bge_m3"]
+    n = b["texts"]
+    dense = b["embed"]["s"]
+    lex = b["token_classify"]
+    rows = [
+        ["`embed` (dense alone)", _speed(n, dense), "1.00x", ""],
+        ["`token_classify` (lexical, as `/embed_sparse` runs it)",
+         _speed(n, lex["s"]), f"{lex['s'] / dense:.2f}x",
+         f"+ {lex['reduce_s'] * 1000 / n:.2f} ms/text reduction by token id "
+         f"({lex['terms_per_text']:.1f} terms/text)"],
+        ["`embed&token_classify` (both, one pass)",
+         _speed(n, b["embed&token_classify"]["s"]),
+         f"{b['embed&token_classify']['s'] / dense:.2f}x", ""],
+    ]
+    out += [
+        f"\nBGE-M3 (a seeded random XLM-R of {b['layers']} layers, hidden "
+        f"{b['hidden']}, vocabulary {b['vocab']:,}; {n} corpus texts), one "
+        "engine per pooling task:\n",
+        table(["Task", "Speed", "Time / dense alone", "Note"], rows),
+    ]
+    return "\n".join(out)
+
+
 def defects_table(r: dict) -> str:
     """Upstream's defects vs the patched build, each against ST."""
     what = {
@@ -278,6 +316,8 @@ def main(results: Path, started: float, load: str, doc: Path) -> None:
         api_table(read("api.json")),
         "\n## Upstream's defects, measured\n",
         defects_table(read("defects.json")),
+        "\n## Other model families\n",
+        families_table(read("families.json")),
     ]
     print("\n".join(tables))
     doc.parent.mkdir(parents=True, exist_ok=True)

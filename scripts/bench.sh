@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Benchmark SPLADE in the patched vLLM CPU build side by side with upstream's
 # unpatched SPLADE of the same pin (tag 'base', built like vllm-tests.sh
-# does), sentence-transformers and the floor (dense backbone + decoder GEMM);
-# print the tables and write docs/performance.md.
+# does), sentence-transformers and the floor (dense backbone + decoder GEMM),
+# and the other families (DistilBERT SPLADE vs sentence-transformers, BGE-M3
+# dense + sparse vs dense alone); print the tables and write
+# docs/performance.md.
 #   bench.sh          the full run (~30 min on 2 idle cores)
 #   bench.sh --smoke  a few texts, one round, small pooler/memory cases, to
 #                     check that every step runs; the page goes to
@@ -74,5 +76,7 @@ run bench.pooler "$out/pooler.json" --rounds "$pooler_rounds" --site "$bsite" \
 run bench.memory "$out/memory.json" "${quick[@]}"
 run bench.api "$out/api.json" --texts "$texts"
 run bench.defects "$out/defects.json" --site "$bsite"
+run bench.families "$out/families.json" --texts "$texts" \
+  --m3-texts "$base_texts" --rounds "$rounds"
 echo
 run bench.report "$out" --started "$started" --load "$load" --doc "$doc"
