@@ -10,13 +10,10 @@ import pytest
 import torch
 
 from .test_splade import (
-    ATOL,
     TEXTS,
-    assert_same_sparse_vectors,
+    check_masked_lm_distributions,
+    check_sparse_encoder_folder,
     save_random_splade,
-    save_sparse_encoder,
-    sentence_transformers_vectors,
-    splade_runner,
 )
 
 
@@ -34,32 +31,20 @@ def test_splade_sparse_encoder_matches_sentence_transformers(
     """DistilBERT SPLADE models (OpenSearch's neural sparse encoders, naver's
     splade-v3-distilbert) load from a SparseEncoder folder with no flags."""
     path = str(tmp_path / "sparse-encoder")
-    save_sparse_encoder(path, random_distilbert, "max", "relu", layout)
-    with splade_runner(vllm_runner, path, hf_overrides=None) as vllm_model:
-        assert vllm_model.llm.model_config.architecture == (
-            "DistilBertSpladeSparseEmbeddingModel"
-        )
-        got = torch.tensor(vllm_model.embed(TEXTS))
-    assert_same_sparse_vectors(got, sentence_transformers_vectors(path, TEXTS))
+    check_sparse_encoder_folder(
+        vllm_runner,
+        random_distilbert,
+        path,
+        "DistilBertSpladeSparseEmbeddingModel",
+        layout,
+    )
 
 
 def test_masked_lm_logits_match_transformers(vllm_runner, random_distilbert):
-    """A plain DistilBertForMaskedLM folder keeps its masked-LM meaning:
-    per-token vocabulary distributions, as BertForMaskedLM."""
-    from transformers import AutoModelForMaskedLM, AutoTokenizer
-
-    with vllm_runner(
-        random_distilbert, runner="pooling", dtype="float32", max_model_len=None
-    ) as vllm_model:
-        assert vllm_model.llm.model_config.architecture == "DistilBertForMaskedLM"
-        got = vllm_model.token_classify(TEXTS)
-
-    tokenizer = AutoTokenizer.from_pretrained(random_distilbert)
-    model = AutoModelForMaskedLM.from_pretrained(random_distilbert).eval()
-    for text, g in zip(TEXTS, got):
-        with torch.inference_mode():
-            logits = model(**tokenizer([text], return_tensors="pt")).logits[0]
-        torch.testing.assert_close(g.float(), logits.softmax(-1), rtol=0, atol=ATOL)
+    """A plain DistilBertForMaskedLM folder keeps its masked-LM meaning."""
+    check_masked_lm_distributions(
+        vllm_runner, random_distilbert, "DistilBertForMaskedLM"
+    )
 
 
 def test_dense_embeddings_match_sentence_transformers(

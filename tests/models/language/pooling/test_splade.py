@@ -312,3 +312,35 @@ def test_roberta_family_matches_sentence_transformers(
         )
         got = torch.tensor(vllm_model.embed(TEXTS))
     assert_same_sparse_vectors(got, sentence_transformers_vectors(path, TEXTS))
+
+
+def check_sparse_encoder_folder(
+    vllm_runner, backbone: str, path: str, architecture: str, layout: str = "6.x"
+) -> None:
+    """A SparseEncoder folder of `backbone` is served as `architecture` with no
+    flags and matches sentence-transformers."""
+    save_sparse_encoder(path, backbone, "max", "relu", layout)
+    with splade_runner(vllm_runner, path, hf_overrides=None) as vllm_model:
+        assert vllm_model.llm.model_config.architecture == architecture
+        got = torch.tensor(vllm_model.embed(TEXTS))
+    assert_same_sparse_vectors(got, sentence_transformers_vectors(path, TEXTS))
+
+
+def check_masked_lm_distributions(vllm_runner, path: str, architecture: str) -> None:
+    """A plain masked-LM folder keeps its meaning: per-token vocabulary
+    distributions, transformers' softmax(logits), as BertForMaskedLM."""
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    with vllm_runner(
+        path, runner="pooling", dtype="float32", max_model_len=None
+    ) as vllm_model:
+        assert vllm_model.llm.model_config.architecture == architecture
+        got = vllm_model.token_classify(TEXTS)
+
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForMaskedLM.from_pretrained(path).eval()
+    for text, g in zip(TEXTS, got):
+        with torch.inference_mode():
+            inputs = tokenizer([text], return_tensors="pt", return_token_type_ids=False)
+            logits = model(**inputs).logits[0]
+        torch.testing.assert_close(g.float(), logits.softmax(-1), rtol=0, atol=ATOL)
