@@ -46,7 +46,7 @@ def child(method: str, num_tokens: int) -> dict:
 
     from bench.pooler import make_head, make_metadata, make_pooler
     torch.set_grad_enabled(False)
-    head = make_head(HIDDEN)
+    head = make_head(VOCAB, HIDDEN, "float32")
     pooler = make_pooler("patched", head)
 
     def full_logits(hidden: torch.Tensor, lens: list[int]) -> torch.Tensor:

@@ -2,19 +2,20 @@
 """The pooling step alone: the patched SPLADESparsePooler vs upstream's
 (a Python loop per request) vs the bare decoder GEMM.
 
-64 requests of equal length (4096 and 16384 tokens in all, in one call;
-and 4096 in 8 calls of 512 tokens, the steps in which vLLM's CPU scheduler
-feeds the pooler) through `SPLADESparsePooler` (embed, max, every token
-counted) on a seeded random `BertMLMHead` with vocab 30522 and hidden 128
-and 768, and the bare decoder GEMM with bias on the same tokens in
-512-token chunks (the floor). The patched pooler runs in .venv's patched
+64 requests of equal length through `SPLADESparsePooler` (embed, max,
+every token counted) on a seeded random `BertMLMHead`: a BERT vocabulary
+(30,522) at hidden 128 and 768, 4,096 and 16,384 tokens in one call and
+4,096 in 8 calls of 512 tokens (the steps in which vLLM's CPU scheduler
+feeds the pooler); XLM-R's 250,002-term vocabulary at hidden 768 in 8
+calls of 512; and the 512-token steps again with the head in bf16. The
+floor is the bare decoder GEMM with bias on the same tokens in 512-token
+chunks, in the head's dtype. The patched pooler runs in .venv's patched
 vLLM build, upstream's in the unpatched build of the same pin (--site),
 each in a process of its own (PYTHONPATH), one process per build and
 round, the builds alternating; the GEMM runs in both and the best is kept.
 Each process checks its pooler against log1p(relu(head(h))).amax per
-request and warms every method up once per hidden size. Best of --rounds;
-wall time, and process CPU time (steadier when other jobs share the
-cores).
+request and warms every method up once per head. Best of --rounds; wall
+time, and process CPU time (steadier when other jobs share the cores).
 
     python -m bench.pooler OUT.json [--rounds N] [--quick]
     python -m bench.pooler child {patched|upstream} OUT.json [--quick]
@@ -35,30 +36,41 @@ import torch
 from bench.models import BENCH, ROOT
 
 UPSTREAM_SITE = ROOT / "build/vllm-base-site"
-VOCAB = 30522
 NUM_REQUESTS = 64
-# (tokens in all, tokens per pooler call): one call for the whole batch,
-# and the 512-token steps in which vLLM's CPU scheduler feeds the pooler.
-CASES = ((4096, 4096), (16384, 16384), (4096, 512))
-QUICK_CASES = ((1024, 1024), (1024, 512))
-HIDDEN = (128, 768)
+BERT_VOCAB, XLMR_VOCAB = 30522, 250002
+# (vocab, hidden, dtype): the heads; per head, (tokens in all, tokens per
+# pooler call): one call for the whole batch, and the 512-token steps in
+# which vLLM's CPU scheduler feeds the pooler.
+STEPS = ((4096, 512), )
+CASES = {
+    (BERT_VOCAB, 128, "float32"): ((4096, 4096), (16384, 16384), (4096, 512)),
+    (BERT_VOCAB, 768, "float32"): ((4096, 4096), (16384, 16384), (4096, 512)),
+    (XLMR_VOCAB, 768, "float32"): STEPS,
+    (BERT_VOCAB, 128, "bfloat16"): STEPS,
+    (BERT_VOCAB, 768, "bfloat16"): STEPS,
+}
+QUICK_CASES = {
+    (BERT_VOCAB, 128, "float32"): ((1024, 1024), (1024, 512)),
+    (BERT_VOCAB, 128, "bfloat16"): ((1024, 512), ),
+}
 BUILDS = {"patched": "splade", "upstream": "base"}
 
 
-def make_head(hidden: int):
-    """A seeded random masked-LM head of the given width (either build's
-    BertMLMHead: the patched one also takes the activation and dtype)."""
+def make_head(vocab: int, hidden: int, dtype: str):
+    """A seeded random masked-LM head of the given shape and dtype (either
+    build's BertMLMHead: the patched one also takes the activation and
+    dtype)."""
     from vllm.config import VllmConfig, set_current_vllm_config
     from vllm.model_executor.models.bert import BertMLMHead
     torch.manual_seed(0)
     with set_current_vllm_config(VllmConfig()):
         head = BertMLMHead(hidden_size=hidden,
-                           vocab_size=VOCAB,
+                           vocab_size=vocab,
                            layer_norm_eps=1e-12).eval()
     torch.nn.init.normal_(head.dense.weight, std=0.02)
     torch.nn.init.normal_(head.decoder.weight, std=0.02)
     torch.nn.init.normal_(head.decoder.bias, std=0.02)
-    return head
+    return head.to(getattr(torch, dtype))
 
 
 def dense(pooled) -> torch.Tensor:
@@ -142,30 +154,33 @@ def child(build: str, out_path: str, quick: bool) -> None:
         raise SystemExit(f"bench: pooler {build} wants a +{BUILDS[build]} "
                          f"build of vLLM, found {found}")
     rows = []
-    for hidden_size in HIDDEN:
-        head = make_head(hidden_size)
+    for (vocab, hidden_size, dtype), cases in (QUICK_CASES if quick
+                                               else CASES).items():
+        head = make_head(vocab, hidden_size, dtype)
         pooler = make_pooler(build, head)
         warm = True
-        for num_tokens, per_call in QUICK_CASES if quick else CASES:
+        for num_tokens, per_call in cases:
             seq_len = num_tokens // NUM_REQUESTS
             lens = [seq_len] * (per_call // seq_len)
             meta = make_metadata(lens)
-            hidden = torch.randn(num_tokens, hidden_size)
+            hidden = torch.randn(num_tokens, hidden_size,
+                                 dtype=getattr(torch, dtype))
             steps = hidden.split(per_call)
             methods = {
                 build: partial(in_calls, pooler, [(h, meta) for h in steps]),
                 "gemm": partial(gemm, head, hidden),
             }
-            if warm:  # once per method and hidden size
+            if warm:  # once per method and head
+                tol = 1e-4 if dtype == "float32" else 2e-2
                 torch.testing.assert_close(dense(pooler(steps[0], meta)),
                                            reference(head, steps[0], lens),
-                                           rtol=1e-4,
-                                           atol=1e-4)
+                                           rtol=tol,
+                                           atol=tol)
                 for fn in methods.values():
                     fn()
                 warm = False
-            row = dict(hidden=hidden_size, tokens=num_tokens,
-                       per_call=per_call, vllm=found)
+            row = dict(vocab=vocab, hidden=hidden_size, dtype=dtype,
+                       tokens=num_tokens, per_call=per_call, vllm=found)
             for name, fn in methods.items():
                 row.update({f"{name}_{k}": v for k, v in timed(fn).items()})
             rows.append(row)
@@ -188,17 +203,20 @@ def main(out_path: str, rounds: int, quick: bool, site: Path) -> None:
                    str(part)] + ["--quick"] * quick
             subprocess.run(cmd, check=True, cwd=ROOT, env=env)
             for r in json.loads(part.read_text()):
+                key = tuple(r[k] for k in ("vocab", "hidden", "dtype",
+                                           "tokens", "per_call"))
                 row = best.setdefault(
-                    (r["hidden"], r["tokens"], r["per_call"]),
-                    dict(hidden=r["hidden"], tokens=r["tokens"],
-                         per_call=r["per_call"]))
+                    key, dict(vocab=r["vocab"], hidden=r["hidden"],
+                              dtype=r["dtype"], tokens=r["tokens"],
+                              per_call=r["per_call"]))
                 row[build + "_vllm"] = r.pop("vllm")
                 for key, value in r.items():
                     if key.endswith("_s"):
                         row[key] = min(row.get(key, value), value)
     rows = list(best.values())
     for row in rows:
-        print(f"bench: pooler hidden {row['hidden']}, {row['tokens']} tokens "
+        print(f"bench: pooler vocab {row['vocab']}, hidden {row['hidden']}, "
+              f"{row['dtype']}, {row['tokens']} tokens "
               f"in calls of {row['per_call']}: " +
               ", ".join(f"{m} {row[m + '_s']:.3f} s"
                         for m in ("patched", "upstream", "gemm")),

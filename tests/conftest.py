@@ -29,7 +29,8 @@ def make_llm(model: str, **kwargs):
     from vllm import LLM
     kwargs.setdefault("hf_overrides", SPLADE_OVERRIDES)
     kwargs.setdefault("dtype", "float32")
-    return LLM(model=model, runner="pooling", enforce_eager=True, **kwargs)
+    kwargs.setdefault("enforce_eager", True)
+    return LLM(model=model, runner="pooling", **kwargs)
 
 
 def engine_start_error(model: str, **kwargs) -> str:

@@ -14,6 +14,8 @@ from .test_splade import (
     save_random_splade,
 )
 
+pytestmark = pytest.mark.cpu_model
+
 
 @pytest.fixture(scope="module")
 def random_modernbert(tmp_path_factory) -> str:
@@ -32,7 +34,10 @@ def test_splade_sparse_encoder_matches_sentence_transformers(
 
 
 def test_masked_lm_logits_match_transformers(vllm_runner, random_modernbert):
-    """A plain ModernBertForMaskedLM folder keeps its masked-LM meaning."""
+    """A plain ModernBertForMaskedLM folder resolves to the native class:
+    per-token masked-LM distributions (token_classify). Before it, vLLM
+    resolved the architecture to the Transformers backend's
+    TransformersForCausalLM converted to embeddings, which fails to load."""
     check_masked_lm_distributions(
         vllm_runner, random_modernbert, "ModernBertForMaskedLM"
     )

@@ -18,6 +18,8 @@ from functools import partial
 import pytest
 import torch
 
+pytestmark = pytest.mark.cpu_model
+
 PRETRAINED = os.environ.get(
     "VLLM_TEST_SPLADE_MODEL", "naver/splade-cocondenser-ensembledistil"
 )

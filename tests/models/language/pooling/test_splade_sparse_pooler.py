@@ -1,13 +1,16 @@
 # SPDX-License-Identifier: Apache-2.0
 # SPDX-FileCopyrightText: Copyright contributors to the vLLM project
 
+from types import SimpleNamespace
 from unittest.mock import MagicMock, patch
 
 import numpy as np
 import pytest
 import torch
 import torch.nn as nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
+from vllm.model_executor.models import bert
 from vllm.model_executor.models.bert import (
     BertMLMHead,
     SPLADESparsePooler,
@@ -26,6 +29,7 @@ from vllm.v1.worker.gpu.states import RequestState
 # ---------------------------------------------------------------------
 
 
+@pytest.mark.cpu_model
 @pytest.mark.usefixtures("default_vllm_config")
 @pytest.mark.parametrize("hidden_act", ["gelu", "gelu_new", "relu"])
 @torch.inference_mode()
@@ -53,6 +57,55 @@ def test_mlm_head_matches_transformers(hidden_act: str):
     assert head(hidden_states.bfloat16()).dtype == torch.float32
 
 
+class _VocabShard(nn.Module):
+    """Rank 1 of 2 of a vocab-parallel embedding: the second half of the
+    rows, loaded by its weight_loader from the whole checkpoint tensor."""
+
+    def __init__(self, vocab_size: int, hidden_size: int):
+        super().__init__()
+        half = vocab_size // 2
+        self.weight = nn.Parameter(torch.empty(half, hidden_size))
+        self.weight.weight_loader = lambda param, w: param.data.copy_(w[half:])
+
+
+@pytest.mark.cpu_model
+@torch.inference_mode()
+def test_tied_decoder_loads_from_the_checkpoint_not_the_shard():
+    """At TP>1 the word embeddings are vocab-parallel, but the masked-LM
+    decoder tied to them is replicated: it loads the checkpoint's whole
+    tensor, not the rank's shard of the rows."""
+    from vllm.model_executor.models.utils import WeightsMapper
+
+    torch.manual_seed(0)
+    model = nn.Module()
+    model.embeddings = _VocabShard(8, 4)
+    model.mlm_head = nn.Module()
+    model.mlm_head.decoder = nn.Linear(4, 8)
+    weights = {"embeddings.weight": torch.randn(8, 4), "decoder.bias": torch.randn(8)}
+    mapper = WeightsMapper(orig_to_new_prefix={"decoder.": "mlm_head.decoder."})
+
+    loaded = bert.load_masked_lm_weights(
+        model, weights.items(), mapper, "embeddings.weight"
+    )
+    assert loaded == {
+        "embeddings.weight",
+        "mlm_head.decoder.weight",
+        "mlm_head.decoder.bias",
+    }
+    assert torch.equal(model.mlm_head.decoder.weight, weights["embeddings.weight"])
+    assert torch.equal(model.embeddings.weight, weights["embeddings.weight"][4:])
+    # Without the embeddings there is nothing to tie, nor for an untied
+    # model: the loader's check of what is missing names the decoder.
+    loaded = bert.load_masked_lm_weights(
+        model, [("decoder.bias", weights["decoder.bias"])], mapper, "embeddings.weight"
+    )
+    assert loaded == {"mlm_head.decoder.bias"}
+    loaded = bert.load_masked_lm_weights(
+        model, weights.items(), mapper, "embeddings.weight", tie_word_embeddings=False
+    )
+    assert loaded == {"embeddings.weight", "mlm_head.decoder.bias"}
+
+
 def _metadata(lens: list[int]) -> PoolingMetadata:
     meta = PoolingMetadata(
         prompt_lens=torch.tensor(lens, dtype=torch.int32),
@@ -67,27 +120,44 @@ def _metadata(lens: list[int]) -> PoolingMetadata:
     return meta
 
 
+def _random_head(hidden_size: int, vocab_size: int) -> BertMLMHead:
+    mlm_head = BertMLMHead(
+        hidden_size=hidden_size, vocab_size=vocab_size, layer_norm_eps=1e-12
+    )
+    for p in mlm_head.parameters():
+        nn.init.normal_(p)
+    return mlm_head
+
+
+@pytest.mark.cpu_model
 @pytest.mark.usefixtures("default_vllm_config")
 @pytest.mark.parametrize("pooling", ["max", "sum"])
 @pytest.mark.parametrize("activation", ["relu", "log1p_relu"])
-@pytest.mark.parametrize("chunk_bytes", [1, 3 * 7 * 4, 64 << 20])
+@pytest.mark.parametrize("block_bytes", [1, None])
+@pytest.mark.parametrize("reduce_with", ["scatter_reduce", "segment_reduce"])
 @torch.inference_mode()
 def test_splade_pooler_matches_reference_formula(
-    pooling: str, activation: str, chunk_bytes: int
+    pooling: str,
+    activation: str,
+    block_bytes: int | None,
+    reduce_with: str,
+    monkeypatch: pytest.MonkeyPatch,
 ):
     """SPLADESparsePooler gives log1p(relu(mlm_head(h))) (log1p of that for
     log1p_relu) pooled over all the tokens of each sequence, [CLS] and [SEP]
-    included, whatever the number of tokens per chunk."""
+    included, in one block of vocabulary columns or several, with either
+    reduction."""
+    monkeypatch.setattr(
+        bert, "_reduces_with_scatter", lambda _: reduce_with == "scatter_reduce"
+    )
     torch.manual_seed(0)
-    H, V = 5, 7
+    H, V = 5, 600  # block_bytes=1: blocks of 256, 256 and 88 columns
     lens = [3, 1, 6, 2]
     hidden_states = torch.randn(sum(lens), H)
-    mlm_head = BertMLMHead(hidden_size=H, vocab_size=V, layer_norm_eps=1e-12)
-    for p in mlm_head.parameters():
-        nn.init.normal_(p)
+    mlm_head = _random_head(H, V)
 
     pooler = SPLADESparsePooler(
-        mlm_head, pooling=pooling, activation=activation, chunk_bytes=chunk_bytes
+        mlm_head, pooling=pooling, activation=activation, block_bytes=block_bytes
     )
     # Rows past the batch's tokens (padding) are not pooled.
     padded = torch.cat([hidden_states, torch.full((2, H), 1e4)])
@@ -100,12 +170,70 @@ def test_splade_pooler_matches_reference_formula(
         if activation == "log1p_relu":
             scores = torch.log1p(scores)
         want = scores.amax(0) if pooling == "max" else scores.sum(0)
-        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
-    # Deterministic: no atomics in the reduction (segment_reduce for sum).
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    # Deterministic: no atomics in either reduction.
     assert torch.equal(pooler(padded, _metadata(lens)), pooled)
     assert pooler(hidden_states[:0], _metadata([])).shape == (0, V)
 
 
+class _RecordOps(TorchDispatchMode):
+    """Records the aten ops a forward dispatches, with their arguments."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls: list[tuple[str, tuple, dict]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        self.calls.append((str(func.overloadpacket.__name__), args, kwargs))
+        return func(*args, **kwargs)
+
+
+@pytest.mark.cpu_model
+@pytest.mark.usefixtures("default_vllm_config")
+@pytest.mark.parametrize("pooling", ["max", "sum"])
+@torch.inference_mode()
+def test_splade_pooler_never_syncs_with_the_device(pooling: str):
+    """On an accelerator, forward copies the sequence offsets to the device
+    once, asynchronously, and reads nothing back: on the meta device any
+    read back would fail. segment_reduce must run unsafe, or it checks the
+    lengths on the host (two syncs per call on CUDA)."""
+    H, V = 8, 600
+    lens = [3, 1, 6, 2]
+    with torch.device("meta"):
+        mlm_head = BertMLMHead(hidden_size=H, vocab_size=V)
+        hidden_states = torch.empty(sum(lens), H)
+    pooler = SPLADESparsePooler(mlm_head, pooling=pooling, block_bytes=1)
+    metadata = _metadata(lens)
+    with _RecordOps() as ops:
+        pooled = pooler(hidden_states, metadata)
+    assert pooled.shape == (len(lens), V) and pooled.is_meta
+
+    segment_reduces = [kw for name, _, kw in ops.calls if name == "segment_reduce"]
+    assert len(segment_reduces) == 3  # one per block of 256 columns
+    assert all(kw.get("unsafe") for kw in segment_reduces)
+    to_device = [
+        args
+        for name, args, kw in ops.calls
+        if name in ("to", "_to_copy", "copy_")
+        and any(isinstance(a, torch.Tensor) and not a.is_meta for a in args)
+    ]
+    assert len(to_device) == 1, "the offsets go to the device once per call"
+
+
+@pytest.mark.cpu_model
+def test_splade_refuses_a_token_budget_below_max_model_len():
+    config = SimpleNamespace(
+        model_config=SimpleNamespace(max_model_len=512),
+        scheduler_config=SimpleNamespace(max_num_batched_tokens=256),
+    )
+    with pytest.raises(ValueError, match=r"max_num_batched_tokens \(256\)"):
+        bert._check_whole_prompts_fit(config)
+    config.scheduler_config.max_num_batched_tokens = 512
+    bert._check_whole_prompts_fit(config)
+
+
+@pytest.mark.cpu_model
 @pytest.mark.usefixtures("default_vllm_config")
 def test_splade_pooler_refuses_unknown_pooling():
     mlm_head = BertMLMHead(hidden_size=5, vocab_size=7)
