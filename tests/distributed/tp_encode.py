@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """One rank of a tensor-parallel run that encodes texts with several models
 in turn: `python -m torch.distributed.run --nproc-per-node N tp_encode.py
-JOB OUT`. JOB is a JSON list of {"model", "task", "hf_overrides"}; rank 0
-saves, per model, the SPLADE vectors ("embed") or the per-token masked-LM
+JOB OUT`. JOB is a JSON object: "texts", and "models", a list of {"model",
+"task", "hf_overrides"}; rank 0 saves, per model, the SPLADE vectors ("embed") or the per-token masked-LM
 distributions ("token_classify") to OUT.
 
 vLLM's external launcher runs every engine of the list in the same N
