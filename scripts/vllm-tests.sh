@@ -80,7 +80,7 @@ pooling=(
   "$E/embed/test_offline.py" "$E/basic/test_encode.py"
   "$E/scoring/test_bi_encoder_offline.py" "$E/embed/test_protocol.py"
   "$E/test_utils.py" "$E/test_factories.py" "$E/embed/test_online.py"
-  "$E/embed_sparse"
+  "$E/embed_sparse" tests/test_pooling_params.py
 )
 
 version() {  # version of the vllm found first with PYTHONPATH=$1
@@ -126,7 +126,7 @@ if [ "${1:-}" = --fast ]; then
   # UltraVBert's registry entries import torchvision, left out of the venv
   # (requirements/vllm-runtime.in): they fail unpatched too.
   lane fast "$tree" "" "$splade" tests/models/test_registry.py \
-    tests/entrypoints/pooling/embed_sparse \
+    tests/entrypoints/pooling/embed_sparse tests/test_pooling_params.py \
     -k "(bert or bge or coverage or splade or embed_sparse) and not UltraVBert"
   exit
 fi

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""POST /embed_sparse: TEI's request and response, the top_k and
-return_tokens extras, truncation, and errors. Every test here skips, with
+"""POST /embed_sparse: TEI's request and response, checked against
+sentence-transformers, the top_k and return_tokens extras, truncation,
+prompts, and TEI's errors. Every test here skips, with
 the reason, while the served build has no such route (404)."""
 import json
 import urllib.request
@@ -24,6 +25,22 @@ def as_dense(terms: list[dict], size: int = 30522) -> torch.Tensor:
 def offline_terms(vector: torch.Tensor) -> dict[int, float]:
     """The documented one-liner for offline users (docs/usage.md)."""
     return {i: w for i, w in enumerate(vector.tolist()) if w}
+
+
+def test_tei_response_equals_sentence_transformers(splade_server, splade_st):
+    """The terms of every parity text against sentence-transformers'
+    SparseEncoder, the reference, not another endpoint of this server."""
+    want = splade_st.encode(PARITY_TEXTS, convert_to_tensor=True)
+    want = want.to_dense().float()
+    got = [
+        terms for i in range(0, len(PARITY_TEXTS), 32)
+        for terms in splade_server.post("/embed_sparse",
+                                        {"inputs": PARITY_TEXTS[i:i + 32]})
+    ]
+    for text, terms, vector in zip(PARITY_TEXTS, got, want, strict=True):
+        assert [t["index"] for t in terms] == vector.nonzero().squeeze(
+            1).tolist(), text
+        torch.testing.assert_close(as_dense(terms), vector, rtol=0, atol=1e-5)
 
 
 def test_tei_response_equals_offline(splade_server, offline_vectors):
@@ -76,44 +93,149 @@ def test_top_k_and_return_tokens(splade_server, splade_llm, offline_vectors):
 
 
 @pytest.mark.parametrize("direction", ["right", "left", "Right", "Left"])
-def test_truncation_keeps_special_tokens(splade_server, splade_llm,
-                                         splade_tiny, direction):
-    """Right truncation keeps [CLS] and [SEP], as TEI does. Left truncation
-    is vLLM's renderer's: the last 512 tokens of the encoded text, so [SEP]
-    stays and [CLS] goes (TEI keeps it: a known difference, docs/usage.md)."""
-    from transformers import AutoTokenizer
-    tokenizer = AutoTokenizer.from_pretrained(splade_tiny)
+def test_truncation_keeps_special_tokens(splade_server, splade_st, direction):
+    """Truncation on either side keeps [CLS] and [SEP], as TEI does: the
+    same vector as sentence-transformers with a tokenizer truncating on
+    that side."""
     text = " ".join(f"word{i}" for i in range(700))
-    if direction.lower() == "right":
-        body = tokenizer(text, add_special_tokens=False)["input_ids"]
-        ids = [tokenizer.cls_token_id, *body[:510], tokenizer.sep_token_id]
-    else:
-        ids = tokenizer(text)["input_ids"][-512:]
-    prompt = {"prompt_token_ids": ids}
-    want = torch.tensor(splade_llm.embed([prompt])[0].outputs.embedding)
+    tokenizer = splade_st.tokenizer
+    saved, tokenizer.truncation_side = (tokenizer.truncation_side,
+                                        direction.lower())
+    try:
+        want = splade_st.encode([text], convert_to_tensor=True)
+    finally:
+        tokenizer.truncation_side = saved
     (terms, ) = splade_server.post("/embed_sparse", {
         "inputs": text,
         "truncate": True,
         "truncation_direction": direction
     })
-    torch.testing.assert_close(as_dense(terms), want, rtol=0, atol=1e-5)
+    torch.testing.assert_close(as_dense(terms),
+                               want.to_dense()[0].float(),
+                               rtol=0,
+                               atol=1e-5)
 
 
-@pytest.mark.parametrize("body,message", [
-    ({"inputs": []}, "cannot be empty"),
-    ({"inputs": ""}, "cannot be empty"),
-    ({"inputs": "word " * 600}, "maximum context length is 512"),
-    ({"inputs": ["ok", "word " * 600]}, "maximum context length is 512"),
-    ({"inputs": "a", "top_k": 0}, "greater than or equal to 1"),
-    ({"inputs": [1, 2]}, "valid string"),
-    ({"inputs": "a", "unknown": True}, "Extra inputs are not permitted"),
-    ({"inputs": "a", "prompt_name": "query"}, "`prompt_name` is not supported"),
-    ({"truncate": True}, "Field required"),
+def test_token_ids_equal_sentence_transformers(splade_server, splade_st):
+    """TEI's token-id inputs: a text's ids (special tokens included) give
+    sentence-transformers' vector of the text."""
+    texts = PARITY_TEXTS[:8]
+    ids = [splade_st.tokenizer(t)["input_ids"] for t in texts]
+    want = splade_st.encode(texts, convert_to_tensor=True).to_dense().float()
+    got = splade_server.post("/embed_sparse", {"inputs": ids})
+    got += splade_server.post("/embed_sparse", {"inputs": ids[0]})
+    for terms, vector in zip(got, [*want, want[0]], strict=True):
+        torch.testing.assert_close(as_dense(terms), vector, rtol=0, atol=1e-5)
+
+
+# TEI's status and error_type per kind (router/src/http/server.rs).
+@pytest.mark.parametrize("body,status,error_type,message", [
+    ({"inputs": []}, 400, "Empty", "cannot be empty"),
+    ({"inputs": ""}, 400, "Empty", "cannot be empty"),
+    ({"inputs": "word " * 600}, 413, "Validation",
+     "maximum context length is 512"),
+    ({"inputs": ["ok", "word " * 600]}, 413, "Validation",
+     "maximum context length is 512"),
+    ({"inputs": ["a"] * 33}, 413, "Validation",
+     "batch size 33 > maximum allowed batch size 32"),
+    ({"inputs": [40000]}, 413, "Validation", "out of vocabulary"),
+    ({"inputs": "a", "prompt_name": "query"}, 413, "Validation",
+     "no prompts were found"),
+    ({"inputs": "a", "top_k": 0}, 422, "Validation",
+     "greater than or equal to 1"),
+    ({"inputs": [[1], 2]}, 422, "Validation", "inputs: expected a string"),
+    ({"truncate": True}, 422, "Validation", "Field required"),
 ])
-def test_bad_requests_are_clear_400s(splade_server, body, message):
-    status, data = splade_server.request("/embed_sparse", body)
-    assert status == 400, data
-    assert message in json.loads(data)["error"]["message"]
+def test_errors_are_tei_s(splade_server, body, status, error_type, message):
+    got, data = splade_server.request("/embed_sparse", body)
+    assert got == status, data
+    error = json.loads(data)
+    assert error["error_type"] == error_type and message in error["error"]
+
+
+def test_use_activation_on_embeddings(splade_server, offline_vectors):
+    """`use_activation` is the dense models' normalisation: true is refused
+    with a 400 that says why, false gives the unnormalised SPLADE vector.
+    The seed's `"normalize": false` gets 0.34's pointer to it."""
+    def embed(**extra):
+        return splade_server.request("/v1/embeddings", {
+            "model": splade_server.model,
+            "input": PARITY_TEXTS[0],
+            **extra
+        })
+
+    status, data = embed(use_activation=True)
+    assert status == 400 and b"never normalized" in data, data
+    status, data = embed(normalize=False)
+    assert status == 400 and b"use `use_activation`" in data, data
+    status, data = embed(use_activation=False)
+    assert status == 200, data
+    got = torch.tensor(json.loads(data)["data"][0]["embedding"])
+    torch.testing.assert_close(got, offline_vectors[PARITY_TEXTS[0]],
+                               rtol=0, atol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def prompt_folder(tmp_path_factory, splade_tiny):
+    """splade-tiny saved by sentence-transformers as a SparseEncoder with
+    query/document prompts and a tokenizer that truncates on the left."""
+    from sentence_transformers import SparseEncoder
+    model = SparseEncoder(splade_tiny, device="cpu")
+    model.prompts = {"query": "query: ", "document": "passage: "}
+    model.tokenizer.truncation_side = "left"
+    path = tmp_path_factory.mktemp("splade-prompts")
+    model.save(str(path))
+    return str(path), SparseEncoder(str(path), device="cpu")
+
+
+@pytest.fixture(scope="module")
+def prompt_server(prompt_folder):
+    with SpladeServer(prompt_folder[0], hf_overrides=None) as server:
+        yield server
+
+
+def test_prompt_name_and_tokenizer_side(prompt_folder, prompt_server):
+    """TEI's `prompt_name` is a prompt of the folder's sentence-transformers
+    config, as sentence-transformers applies it (token ids too: decoded and
+    encoded again with the prompt, as TEI does); either truncation side
+    keeps the special tokens whatever side the tokenizer truncates on."""
+    _, st = prompt_folder
+    texts = PARITY_TEXTS[:4]
+    want = st.encode(texts, prompt_name="query",
+                     convert_to_tensor=True).to_dense().float()
+    got = prompt_server.post("/embed_sparse", {
+        "inputs": texts,
+        "prompt_name": "query"
+    })
+    for terms, vector in zip(got, want, strict=True):
+        torch.testing.assert_close(as_dense(terms), vector, rtol=0, atol=1e-5)
+    ids = st.tokenizer(texts[0])["input_ids"]
+    (from_ids, ) = prompt_server.post("/embed_sparse", {
+        "inputs": ids,
+        "prompt_name": "query"
+    })
+    torch.testing.assert_close(as_dense(from_ids), want[0], rtol=0, atol=1e-5)
+
+    status, data = prompt_server.request("/embed_sparse", {
+        "inputs": "a",
+        "prompt_name": "passage"
+    })
+    assert status == 413, data
+    assert 'Available prompts: ["document", "query"]' in json.loads(
+        data)["error"]
+
+    text = " ".join(f"word{i}" for i in range(700))
+    for side in ("Right", "Left"):
+        st.tokenizer.truncation_side = side.lower()
+        want = st.encode([text], convert_to_tensor=True).to_dense().float()
+        st.tokenizer.truncation_side = "left"
+        (terms, ) = prompt_server.post("/embed_sparse", {
+            "inputs": text,
+            "truncate": True,
+            "truncation_direction": side
+        })
+        torch.testing.assert_close(as_dense(terms), want[0], rtol=0,
+                                   atol=1e-5)
 
 
 def test_dense_model_has_no_embed_sparse(tmp_path):

@@ -36,7 +36,9 @@ class Case:
     content_type: str = "application/json"
 
 
-def generate_cases(model: str, embed_sparse: bool = True) -> list[Case]:
+def generate_cases(model: str,
+                   embed_sparse: bool = True,
+                   tokenizer=None) -> list[Case]:
     rng = random.Random(2024)
     cases: list[Case] = []
     good_texts = PARITY_TEXTS[:45] + ODD_TEXTS
@@ -58,7 +60,18 @@ def generate_cases(model: str, embed_sparse: bool = True) -> list[Case]:
         dense("/v1/embeddings", {"input": batch}, texts=batch)
     for text in ["hello", "what causes aging fast", "😀", ""]:
         dense("/pooling", {"input": text}, texts=[text])
-    # TEI's caps: 32 inputs a request (33 are a 422), 2 MB a body (413).
+    # TEI's other shapes of `inputs`: token ids, alone, in lists, mixed
+    # with text; a text's own ids give the text's vector.
+    if tokenizer is not None:
+        for text in rng.sample(PARITY_TEXTS[:45], 6):
+            ids = tokenizer(text)["input_ids"]
+            sparse({"inputs": ids}, texts=[text])
+            sparse({"inputs": [ids, text]}, texts=[text, text])
+    sparse({"inputs": [1]}, expect="any")
+    # TEI's `truncate: null` (unset) and fields TEI does not know (ignored).
+    sparse({"inputs": "hello", "truncate": None}, texts=["hello"])
+    sparse({"inputs": "hello", "normalize": True}, texts=["hello"])
+    # TEI's caps: 32 inputs a request (33 are a 413), 2 MB a body (413).
     full = [rng.choice(PARITY_TEXTS[:45]) for _ in range(32)]
     sparse({"inputs": full}, texts=full)
     sparse({"inputs": full + ["one more"]}, expect="bad")
@@ -69,13 +82,15 @@ def generate_cases(model: str, embed_sparse: bool = True) -> list[Case]:
 
     # Bad requests: each must be a 4xx with a message.
     bad_bodies = [
-        {}, {"inputs": []}, {"inputs": None}, {"inputs": 5}, {"inputs": [1]},
+        {}, {"inputs": []}, {"inputs": None}, {"inputs": 5}, {"inputs": [[]]},
+        {"inputs": [10**9]}, {"inputs": [-1]}, {"inputs": [1, "a"]},
         {"inputs": [["nested"]]}, {"inputs": [None]}, {"inputs": {"a": 1}},
         {"inputs": ["ok", 3]}, {"inputs": TOO_LONG},
         {"inputs": ["ok", TOO_LONG]}, {"inputs": "a", "top_k": -1},
         {"inputs": "a", "top_k": 0}, {"inputs": "a", "top_k": 1.5},
         {"inputs": "a", "top_k": "3"}, {"inputs": "a", "top_k": -10**30},
-        {"inputs": "a", "truncate": "yes"}, {"inputs": "a", "unknown": 1},
+        {"inputs": "a", "truncate": "yes"},
+        {"inputs": "a", "truncation_direction": None},
         {"inputs": "a", "truncation_direction": "up"},
         {"inputs": "a", "prompt_name": "q"}, {"inputs": "a", "model": "nope"},
         {"inputs": "a", "return_tokens": "no"}, [1, 2, 3], "just a string",
@@ -125,6 +140,7 @@ def generate_cases(model: str, embed_sparse: bool = True) -> list[Case]:
 # reading it, and closes the connection: a client that is still sending
 # the body may see the reset before the 413 (TEI's axum behaves alike).
 PAYLOAD_LIMIT = 2_000_000
+TEI_ERROR_TYPES = {"Validation", "Tokenizer", "Empty", "Overloaded"}
 
 
 def check(server, case: Case, offline) -> str:
@@ -144,10 +160,16 @@ def check(server, case: Case, offline) -> str:
         return "5xx"
     if status != 200:
         error = json.loads(data)
-        # vLLM's ErrorResponse; FastAPI's own {"detail"} for bodies it
-        # cannot parse at all.
-        message = (error["error"]["message"]
-                   if "error" in error else error["detail"])
+        if case.path == "/embed_sparse":
+            # TEI's error body, whatever the error.
+            assert set(error) == {"error", "error_type"}, (case, data[:300])
+            assert error["error_type"] in TEI_ERROR_TYPES, (case, data[:300])
+            message = error["error"]
+        else:
+            # vLLM's ErrorResponse; FastAPI's own {"detail"} for bodies it
+            # cannot parse at all.
+            message = (error["error"]["message"]
+                       if "error" in error else error["detail"])
         assert 400 <= status < 500 and message, (case, data[:300])
         assert case.expect != "ok", (case, data[:300])
         return "4xx"
@@ -195,8 +217,9 @@ def offline(splade_llm):
 
 
 def test_generated_bad_and_odd_requests(splade_server, offline,
-                                        has_embed_sparse):
-    cases = generate_cases(splade_server.model, has_embed_sparse)
+                                        has_embed_sparse, splade_llm):
+    cases = generate_cases(splade_server.model, has_embed_sparse,
+                           splade_llm.get_tokenizer())
     assert len(cases) >= (200 if has_embed_sparse else 100)
     counts = {"ok": 0, "4xx": 0, "5xx": 0, "mismatch": 0}
     for case in cases:
@@ -207,8 +230,9 @@ def test_generated_bad_and_odd_requests(splade_server, offline,
 
 
 def test_concurrent_clients_mixed_good_and_bad(splade_server, offline,
-                                               has_embed_sparse):
-    cases = generate_cases(splade_server.model, has_embed_sparse)
+                                               has_embed_sparse, splade_llm):
+    cases = generate_cases(splade_server.model, has_embed_sparse,
+                           splade_llm.get_tokenizer())
     counts = {"ok": 0, "4xx": 0, "5xx": 0, "mismatch": 0, "error": 0}
     errors: list[str] = []
     lock = threading.Lock()

@@ -28,7 +28,15 @@ TEXTS = [
 ATOL = 1e-5
 
 
-def save_random_bge_m3(path: str) -> None:
+# BAAI/bge-m3's special tokens, and a tokenizer that numbers them otherwise
+# and whose config names no BOS/EOS (so no row is dropped from its outputs).
+VARIANTS = {
+    "bge-m3": (["<s>", "<pad>", "</s>", "<unk>", "<mask>"], True),
+    "other-special-ids": (["<unk>", "<mask>", "<pad>", "</s>", "<s>"], False),
+}
+
+
+def save_random_bge_m3(path: str, variant: str = "bge-m3") -> None:
     from tokenizers import SentencePieceUnigramTokenizer
     from transformers import XLMRobertaConfig, XLMRobertaModel, XLMRobertaTokenizerFast
 
@@ -36,11 +44,12 @@ def save_random_bge_m3(path: str) -> None:
         "BGE M3 supports dense retrieval, lexical matching and multi-vector.",
         "BM25 ranks documents by the query terms appearing in each document.",
     ]
+    special_tokens, config_names_them = VARIANTS[variant]
     trainer = SentencePieceUnigramTokenizer()
     trainer.train_from_iterator(
         corpus,
         vocab_size=120,
-        special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
+        special_tokens=special_tokens,
         unk_token="<unk>",
     )
     trainer.save(f"{path}/tokenizer.json")
@@ -55,9 +64,9 @@ def save_random_bge_m3(path: str) -> None:
         num_attention_heads=2,
         intermediate_size=96,
         max_position_embeddings=130,
-        pad_token_id=1,
-        bos_token_id=0,
-        eos_token_id=2,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id if config_names_them else None,
+        eos_token_id=tokenizer.eos_token_id if config_names_them else None,
     )
     model = XLMRobertaModel(config, add_pooling_layer=False).eval()
     model.save_pretrained(path)
@@ -105,10 +114,10 @@ def assert_same_terms(got: dict[int, float], want: dict[int, float]) -> None:
     assert {i for i, w in want.items() if w > ATOL} <= got.keys()
 
 
-@pytest.fixture(scope="module")
-def bge_m3(tmp_path_factory) -> str:
-    path = str(tmp_path_factory.mktemp("random-bge-m3"))
-    save_random_bge_m3(path)
+@pytest.fixture(scope="module", params=list(VARIANTS))
+def bge_m3(tmp_path_factory, request) -> str:
+    path = str(tmp_path_factory.mktemp(request.param))
+    save_random_bge_m3(path, request.param)
     return path
 
 
@@ -146,10 +155,10 @@ def test_embed_sparse_matches_flag_embedding(server, bge_m3):
     for g, w in zip(got, want):
         assert_same_terms(g, w)
         assert list(g) == sorted(g)  # by index, as TEI
-    # The last text has tokens outside the vocabulary: <unk> is left out.
+    # The special tokens are left out, whatever their ids.
     tokenizer = AutoTokenizer.from_pretrained(bge_m3)
-    assert tokenizer.unk_token_id in tokenizer(TEXTS[3])["input_ids"]
-    assert tokenizer.unk_token_id not in got[3]
+    special = set(tokenizer.all_special_ids)
+    assert all(special.isdisjoint(terms) for terms in got)
 
 
 def test_embed_sparse_matches_upstream_recipe(server, bge_m3):
@@ -157,7 +166,15 @@ def test_embed_sparse_matches_upstream_recipe(server, bge_m3):
     tests/models/language/pooling/test_bge_m3.py does."""
     from transformers import AutoTokenizer
 
-    unk_token_id = AutoTokenizer.from_pretrained(bge_m3).unk_token_id
+    tokenizer = AutoTokenizer.from_pretrained(bge_m3)
+    # What FlagEmbedding drops (the rows of <s> and </s> are dropped
+    # already where the config names them).
+    unused = {
+        tokenizer.cls_token_id,
+        tokenizer.eos_token_id,
+        tokenizer.pad_token_id,
+        tokenizer.unk_token_id,
+    }
     got = _embed_sparse(server, inputs=TEXTS)
     for text, terms in zip(TEXTS, got):
         tokens = requests.post(
@@ -173,13 +190,15 @@ def test_embed_sparse_matches_upstream_recipe(server, bge_m3):
             },
         ).json()["data"][0]["data"]
         weights = np.asarray(pooled, dtype=np.float32).reshape(-1)
-        ids = tokens[1:-1]  # the rows without <s> and </s>
+        # The rows, without <s> and </s> where the config names them.
+        ids = tokens[1:-1] if len(tokens) - len(weights) == 2 else tokens
         assert len(ids) == len(weights)
         recipe: dict[int, float] = {}
         for token_id, weight in zip(ids, weights.tolist()):
             if weight > 0:
                 recipe[token_id] = max(weight, recipe.get(token_id, 0.0))
-        recipe.pop(unk_token_id, None)  # which FlagEmbedding drops too
+        for token_id in unused:
+            recipe.pop(token_id, None)
         assert_same_terms(terms, recipe)
 
 
@@ -209,3 +228,23 @@ def test_offline_dense_embed_is_unchanged(vllm_runner, bge_m3):
         cls = model(**inputs).last_hidden_state[:, 0]
     want = torch.nn.functional.normalize(cls, dim=-1)
     torch.testing.assert_close(got, want, rtol=0, atol=ATOL)
+
+
+def test_rows_of_token_ids():
+    """Each output row's token id, as BOSEOSFilter leaves the rows; an
+    output that cannot be one weight per token is a clear error."""
+    from vllm.entrypoints.pooling.embed_sparse.io_processor import (
+        EmbedSparseIOProcessor,
+    )
+    from vllm.exceptions import VLLMServerError
+
+    processor = object.__new__(EmbedSparseIOProcessor)
+    processor.task = "token_classify"
+    processor.bos_token_id, processor.eos_token_id = 0, 2
+    assert processor._rows_of([0, 7, 8, 2], 2) == [7, 8]
+    assert processor._rows_of([0, 7, 8], 2) == [7, 8]  # no EOS at the end
+    assert processor._rows_of([5, 7, 8, 6], 4) == [5, 7, 8, 6]  # other ids
+    processor.bos_token_id = processor.eos_token_id = None
+    assert processor._rows_of([0, 7, 2], 3) == [0, 7, 2]
+    with pytest.raises(VLLMServerError, match="3 rows for 2 prompt tokens"):
+        processor._rows_of([7, 8], 3)
