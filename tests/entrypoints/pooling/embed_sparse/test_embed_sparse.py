@@ -58,7 +58,7 @@ def server():
         "pooling",
         "--dtype",
         "float32",
-        "--enforce-eager",
+        # Compiled (vLLM's default, no --enforce-eager), as production runs.
         "--max-model-len",
         str(MAX_MODEL_LEN),
         "--hf-overrides",

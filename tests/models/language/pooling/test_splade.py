@@ -126,11 +126,12 @@ def sentence_transformers_vectors(model: str, texts: list[str]) -> torch.Tensor:
 
 
 def splade_runner(vllm_runner, model: str, **kwargs):
-    # Compiled (vLLM's default), the path production takes.
+    # Compiled, the path production takes.
     kwargs.setdefault("hf_overrides", OVERRIDES)
     return vllm_runner(
         model,
         runner="pooling",
+        enforce_eager=False,
         dtype="float32",
         max_model_len=None,
         **kwargs,
