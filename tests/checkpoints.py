@@ -87,3 +87,46 @@ def ensure_distilbert_of(bert: str, out: Path) -> Path:
     save_distilbert_of(bert, str(tmp))
     tmp.rename(out)
     return out
+
+
+def save_inference_free_of(masked_lm: str, out: str) -> str:
+    """`masked_lm` as an inference-free SparseEncoder, as sentence-transformers
+    saves one (`Router.for_query_document`): its "document" route is the
+    model with SpladePooling("max"), its "query" route a SparseStaticEmbedding
+    of a seeded random weight per vocabulary token (no registry package ships
+    a trained query table; cost and parity do not depend on its values)."""
+    import torch
+    from sentence_transformers import SparseEncoder
+    from sentence_transformers.base.modules import Router
+    from sentence_transformers.sparse_encoder.modules import (
+        MLMTransformer, SparseStaticEmbedding, SpladePooling)
+    document = MLMTransformer(masked_lm)
+    vocab_size = len(document.tokenizer.get_vocab())
+    weight = torch.rand(vocab_size, generator=torch.Generator().manual_seed(0))
+    query = SparseStaticEmbedding(document.tokenizer, weight=weight, frozen=True)
+    router = Router.for_query_document(
+        query_modules=[query], document_modules=[document, SpladePooling("max")])
+    SparseEncoder(modules=[router], device="cpu").save(out)
+    return out
+
+
+def save_sparse_encoder_of(masked_lm: str, out: str) -> str:
+    """`masked_lm` as a plain SparseEncoder folder (SpladePooling("max"))."""
+    from sentence_transformers import SparseEncoder
+    from sentence_transformers.sparse_encoder.modules import (MLMTransformer,
+                                                              SpladePooling)
+    SparseEncoder(modules=[MLMTransformer(masked_lm),
+                           SpladePooling("max")],
+                  device="cpu").save(out)
+    return out
+
+
+def ensure_folder(save, source: str, out: Path) -> Path:
+    """save(source, out), once (made in a temporary folder, then renamed)."""
+    if (out / "modules.json").is_file():
+        return out
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    save(source, str(tmp))
+    tmp.rename(out)
+    return out

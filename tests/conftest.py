@@ -71,6 +71,14 @@ def splade_tiny() -> str:
 
 
 @pytest.fixture(scope="session")
+def splade_tiny_router(splade_tiny, tmp_path_factory) -> str:
+    """splade-tiny as an inference-free SparseEncoder (a Router folder)."""
+    from tests.checkpoints import ensure_folder, save_inference_free_of
+    out = tmp_path_factory.mktemp("router") / "splade-tiny-inference-free"
+    return str(ensure_folder(save_inference_free_of, splade_tiny, out))
+
+
+@pytest.fixture(scope="session")
 def splade_llm(splade_tiny):
     llm = make_llm(splade_tiny)
     yield llm

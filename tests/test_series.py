@@ -14,8 +14,10 @@ CARRIED = [
     "tests/models/language/pooling/test_splade_sparse_pooler.py",
     "tests/models/language/pooling/test_distilbert.py",
     "tests/models/language/pooling/test_modernbert.py",
+    "tests/models/language/pooling/test_splade_router.py",
     "tests/entrypoints/pooling/embed_sparse/test_bge_m3.py",
     "tests/entrypoints/pooling/embed_sparse/test_embed_sparse.py",
+    "tests/entrypoints/pooling/embed_sparse/test_embed_sparse_router.py",
 ]
 
 

@@ -17,6 +17,13 @@ def splade_server(splade_tiny):
 
 
 @pytest.fixture(scope="session")
+def router_server(splade_tiny_router):
+    """splade-tiny as an inference-free SparseEncoder: no flags."""
+    with SpladeServer(splade_tiny_router, hf_overrides=None) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
 def has_embed_sparse(splade_server) -> bool:
     """Whether the served build has POST /embed_sparse (TEI's protocol):
     being added to the series; until then the route is a 404."""

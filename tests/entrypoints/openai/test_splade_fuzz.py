@@ -17,6 +17,7 @@ import os
 import re
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -86,15 +87,11 @@ def summarize(reports: list[dict], by_route: dict) -> dict:
     }
 
 
-@pytest.fixture(scope="module")
-def fuzz_report(splade_server, tmp_path_factory) -> dict:
-    folder = os.environ.get("SPLADE_FUZZ_REPORT")
-    report_dir = (Path(folder) if folder else
-                  tmp_path_factory.mktemp("schemathesis"))
-    log = Path(splade_server.log.name)
+def fuzz(server, report_dir: Path) -> dict:
+    log = Path(server.log.name)
     start = log.stat().st_size
     reports = [
-        run_schemathesis(splade_server.url, seed, report_dir / f"seed-{seed}")
+        run_schemathesis(server.url, seed, report_dir / f"seed-{seed}")
         for seed in SEEDS
     ]
     with log.open("rb") as f:
@@ -106,10 +103,30 @@ def fuzz_report(splade_server, tmp_path_factory) -> dict:
     return {"summary": summary, "reports": reports}
 
 
-def test_generated_requests_never_get_a_5xx(fuzz_report):
-    summary = fuzz_report["summary"]
-    failures = [f for r in fuzz_report["reports"] for f in r["failures"]]
-    errors = [e for r in fuzz_report["reports"] for e in r["errors"]]
+def report_folder(tmp_path_factory, name: str) -> Path:
+    folder = os.environ.get("SPLADE_FUZZ_REPORT")
+    if folder:
+        return Path(folder) / name
+    return tmp_path_factory.mktemp(f"schemathesis-{name}")
+
+
+@pytest.fixture(scope="module")
+def fuzz_report(splade_server, tmp_path_factory) -> dict:
+    return fuzz(splade_server, report_folder(tmp_path_factory, "splade"))
+
+
+@pytest.fixture(scope="module")
+def router_fuzz_report(router_server, tmp_path_factory) -> dict:
+    """The same on an inference-free sparse encoder, whose routes the
+    requests' `route` (/v1/embeddings, /pooling) and `prompt_name`
+    (/embed_sparse) pick: the schema's examples name them."""
+    return fuzz(router_server, report_folder(tmp_path_factory, "router"))
+
+
+def assert_no_5xx(report: dict) -> None:
+    summary = report["summary"]
+    failures = [f for r in report["reports"] for f in r["failures"]]
+    errors = [e for r in report["reports"] for e in r["errors"]]
     assert summary["routes"] == 5, summary
     assert summary["requests"] >= min(1000, 30 * EXAMPLES), summary
     assert summary["5xx"] == 0, summary
@@ -121,6 +138,10 @@ def test_generated_requests_never_get_a_5xx(fuzz_report):
     for route in ["/embed_sparse", "/v1/embeddings", "/pooling"]:
         assert summary["by route"][route]["2xx"] > 0, summary
         assert summary["by route"][route]["4xx"] > 0, summary
+
+
+def test_generated_requests_never_get_a_5xx(fuzz_report):
+    assert_no_5xx(fuzz_report)
 
 
 def test_healthy_and_right_after_fuzzing(fuzz_report, splade_server,
@@ -135,3 +156,35 @@ def test_healthy_and_right_after_fuzzing(fuzz_report, splade_server,
     want = offline_vectors[text]
     assert torch.equal(got > 0, want > 0)
     assert (got - want).abs().max().item() <= 1e-5
+
+
+def test_the_schema_offers_routes(router_server):
+    """The generated requests carry `route` and `prompt_name`, with the
+    route names among the schema's examples."""
+    with urllib.request.urlopen(router_server.url + "/openapi.json") as r:
+        schemas = json.loads(r.read())["components"]["schemas"]
+    for name in ("EmbeddingCompletionRequest", "PoolingCompletionRequest"):
+        assert "query" in json.dumps(schemas[name]["properties"]["route"])
+    assert "prompt_name" in schemas["EmbedSparseRequest"]["properties"]
+
+
+def test_router_requests_never_get_a_5xx(router_fuzz_report, router_server,
+                                         splade_tiny_router):
+    assert_no_5xx(router_fuzz_report)
+    assert router_server.health() == 200
+    from sentence_transformers import SparseEncoder
+    encoder = SparseEncoder(splade_tiny_router, device="cpu")
+    text = "what causes aging fast"
+    for route, encode in (("query", encoder.encode_query),
+                          ("document", encoder.encode_document)):
+        status, data = router_server.request("/embed_sparse", {
+            "inputs": text,
+            "prompt_name": route
+        })
+        assert status == 200, data[:300]
+        want = encode([text], convert_to_tensor=True).to_dense()[0].float()
+        got = torch.zeros(want.numel())
+        for term in json.loads(data)[0]:
+            got[term["index"]] = term["value"]
+        assert torch.equal(got > 0, want > 0)
+        assert (got - want).abs().max().item() <= 1e-5

@@ -13,6 +13,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from vllm.model_executor.models import bert
 from vllm.model_executor.models.bert import (
     BertMLMHead,
+    SparseStaticEmbedding,
     SPLADESparsePooler,
 )
 from vllm.pooling_params import PoolingParams
@@ -221,6 +222,100 @@ def test_splade_pooler_never_syncs_with_the_device(pooling: str):
     assert len(to_device) == 1, "the offsets go to the device once per call"
 
 
+def _routed_metadata(lens: list[int], routes: list[str], token_ids: torch.Tensor):
+    meta = _metadata(lens)
+    meta.pooling_params = [PoolingParams(task="embed", route=r) for r in routes]
+    meta.prompt_token_ids_cpu = token_ids
+    return meta
+
+
+def _static_embedding(vocab_size: int) -> SparseStaticEmbedding:
+    table = SparseStaticEmbedding(vocab_size, torch.float32, "query table")
+    table.weight.data = torch.rand(vocab_size) * (torch.rand(vocab_size) > 0.3)
+    return table
+
+
+@pytest.mark.cpu_model
+@pytest.mark.usefixtures("default_vllm_config")
+@torch.inference_mode()
+def test_splade_pooler_static_routes():
+    """A static route's vector is its table's weight of each token present
+    (sentence-transformers' SparseStaticEmbedding), whatever the hidden
+    states; the other sequences of the step pool as they would alone."""
+    torch.manual_seed(0)
+    H, V = 5, 600
+    lens = [3, 1, 6, 2]
+    routes = ["query", "document", "document", "query"]
+    token_ids = torch.zeros(len(lens), max(lens), dtype=torch.int64)
+    for i, n in enumerate(lens):
+        token_ids[i, :n] = torch.randint(1, V, (n,))
+    token_ids[0, :3] = torch.tensor([7, 9, 7])  # repeated: counted once
+    hidden_states = torch.randn(sum(lens), H)
+    table = _static_embedding(V)
+    pooler = SPLADESparsePooler(
+        _random_head(H, V),
+        block_bytes=1,
+        static_embedding=table,
+        static_routes={"query"},
+    )
+    assert pooler.get_pooling_updates("embed").requires_token_ids
+    assert [pooler.needs_hidden_states(PoolingParams(route=r)) for r in routes] == [
+        False,
+        True,
+        True,
+        False,
+    ]
+
+    pooled = pooler(hidden_states, _routed_metadata(lens, routes, token_ids))
+
+    alone = pooler(hidden_states[3:10], _metadata([1, 6]))
+    torch.testing.assert_close(pooled[1:3], alone, rtol=0, atol=0)
+    for row in (0, 3):
+        want = torch.zeros(V)
+        ids = token_ids[row, : lens[row]]
+        want[ids] = table.weight[ids]
+        torch.testing.assert_close(pooled[row], want, rtol=0, atol=0)
+    # A step of static routes only reads no hidden states at all.
+    only = pooler(
+        hidden_states[:0],
+        _routed_metadata([3, 2], ["query", "query"], token_ids[[0, 3]]),
+    )
+    torch.testing.assert_close(only, pooled[[0, 3]], rtol=0, atol=0)
+
+
+@pytest.mark.cpu_model
+@pytest.mark.usefixtures("default_vllm_config")
+@torch.inference_mode()
+def test_splade_pooler_static_routes_never_sync():
+    """Mixed routes on the meta device: every index goes to the device
+    asynchronously, nothing is read back."""
+    H, V = 8, 600
+    lens = [3, 1, 6, 2]
+    with torch.device("meta"):
+        mlm_head = BertMLMHead(hidden_size=H, vocab_size=V)
+        table = SparseStaticEmbedding(V, torch.float32, "query table")
+        hidden_states = torch.empty(sum(lens), H)
+    pooler = SPLADESparsePooler(
+        mlm_head, block_bytes=1, static_embedding=table, static_routes={"query"}
+    )
+    token_ids = torch.ones(len(lens), max(lens), dtype=torch.int64)
+    metadata = _routed_metadata(
+        lens, ["query", "document", "query", "document"], token_ids
+    )
+    pooled = pooler(hidden_states, metadata)
+    assert pooled.shape == (len(lens), V) and pooled.is_meta
+
+
+def test_sparse_static_embedding_loads_one_weight_per_token():
+    """One weight per token of the tokenizer; the model's vocabulary may be
+    padded past it (those ids weigh nothing); another size is refused."""
+    table = SparseStaticEmbedding(600, torch.float32, "q/model.safetensors", 598)
+    table.weight.weight_loader(table.weight, torch.ones(598))
+    assert table.weight.sum() == 598 and table.weight[598:].eq(0).all()
+    with pytest.raises(ValueError, match=r"q/model.safetensors holds \(599,\)"):
+        table.weight.weight_loader(table.weight, torch.zeros(599))
+
+
 @pytest.mark.cpu_model
 def test_splade_refuses_a_token_budget_below_max_model_len():
     config = SimpleNamespace(
@@ -278,6 +373,7 @@ def test_pooling_runner_stores_only_required_token_ids(token_ids_type) -> None:
     runner.model = MagicMock()
     runner.supported_tasks = frozenset({"embed"})
     runner.pooling_params = {}
+    runner.needs_hidden_states = set()
     runner.pooling_states = {}
     runner.prompt_token_ids = {}
     runner.late_interaction_runner = MagicMock()
@@ -294,6 +390,34 @@ def test_pooling_runner_stores_only_required_token_ids(token_ids_type) -> None:
     stored = runner.prompt_token_ids[2]
     assert stored.dtype == torch.int64
     torch.testing.assert_close(stored, torch.tensor([101, 11, 102]))
+
+
+def test_pooling_runner_skips_the_forward_of_steps_without_hidden_states():
+    """The model runner skips the forward pass of a step whose requests all
+    pool from their token ids alone (the pooler says so per request)."""
+    runner = PoolingRunner.__new__(PoolingRunner)
+    runner.model = MagicMock()
+    runner.model.pooler.needs_hidden_states = lambda p: p.route != "query"
+    runner.supported_tasks = frozenset({"embed"})
+    runner.pooling_params = {}
+    runner.needs_hidden_states = set()
+    runner.pooling_states = {}
+    runner.prompt_token_ids = {}
+    runner.late_interaction_runner = MagicMock()
+    for index, route in enumerate(["query", "document", "query"]):
+        params = PoolingParams(task="embed", route=route)
+        runner.add_request(f"req-{index}", index, params, [101, 102])
+
+    def batch(*indices: int) -> InputBatch:
+        input_batch = MagicMock(spec=InputBatch)
+        input_batch.idx_mapping_np = np.array(indices, dtype=np.int32)
+        return input_batch
+
+    assert not runner.needs_model_forward(batch(0, 2))
+    assert runner.needs_model_forward(batch(2, 1))
+    runner.remove_request(1)
+    runner.add_request("req-3", 1, PoolingParams(task="embed", route="query"), [1])
+    assert not runner.needs_model_forward(batch(0, 1, 2))
 
 
 def test_pooling_runner_releases_aborted_late_interaction_doc() -> None:

@@ -1,0 +1,397 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright contributors to the vLLM project
+"""Inference-free sparse encoders (a sentence-transformers Router: a query
+route of one weight per token, a document route of SPLADE on a masked-LM
+model) against sentence-transformers' encode_query / encode_document, on
+seeded random checkpoints written here, saved as sentence-transformers
+saves them and rewritten with the module names 5.x wrote before."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from .test_splade import (
+    TEXTS,
+    assert_same_sparse_vectors,
+    engine_start_error,
+    save_random_splade,
+    splade_runner,
+)
+
+pytestmark = pytest.mark.cpu_model
+
+# Each query token's weight is the table's, exactly; only the float32
+# products of sentence-transformers' presence * weight may round apart.
+QUERY_ATOL = 1e-6
+
+_NAMES_5X = {
+    "sentence_transformers.base.modules.router.Router": (
+        "sentence_transformers.models.Router"
+    ),
+    "sentence_transformers.sparse_encoder.modules.sparse_static_embedding."
+    "SparseStaticEmbedding": (
+        "sentence_transformers.sparse_encoder.models.SparseStaticEmbedding"
+    ),
+    "sentence_transformers.sparse_encoder.modules.mlm_transformer.MLMTransformer": (
+        "sentence_transformers.sparse_encoder.models.MLMTransformer"
+    ),
+    "sentence_transformers.sparse_encoder.modules.splade_pooling.SpladePooling": (
+        "sentence_transformers.sparse_encoder.models.SpladePooling"
+    ),
+}
+
+
+def save_router_encoder(
+    path: str,
+    backbone: str,
+    pooling: str = "max",
+    activation: str = "relu",
+    table_size: int | None = None,
+    prompts: dict[str, str] | None = None,
+    **router_kwargs,
+) -> None:
+    """An inference-free SparseEncoder, as sentence-transformers saves it: a
+    Router whose "query" route is a SparseStaticEmbedding (a seeded random
+    weight per vocabulary token, a fifth of them zero) and whose "document"
+    route is `backbone`'s masked-LM model with SpladePooling."""
+    from sentence_transformers import SparseEncoder
+    from sentence_transformers.base.modules import Router
+    from sentence_transformers.sparse_encoder.modules import (
+        MLMTransformer,
+        SparseStaticEmbedding,
+        SpladePooling,
+    )
+
+    document = MLMTransformer(backbone)
+    # One weight per token of the tokenizer, as sentence-transformers loads it.
+    vocab_size = table_size or len(document.tokenizer.get_vocab())
+    weight = torch.rand(vocab_size, generator=torch.Generator().manual_seed(0))
+    weight[weight < 0.2] = 0
+    query = SparseStaticEmbedding(document.tokenizer, weight=weight, frozen=True)
+    splade = SpladePooling(pooling_strategy=pooling, activation_function=activation)
+    router = Router.for_query_document(
+        query_modules=[query], document_modules=[document, splade], **router_kwargs
+    )
+    SparseEncoder(modules=[router], prompts=prompts, device="cpu").save(path)
+
+
+def rewrite_as_5x(path: str) -> None:
+    """The module names sentence-transformers 5.x (before 5.6) wrote."""
+    for name, key in (("modules.json", None), ("router_config.json", "types")):
+        file = os.path.join(path, name)
+        with open(file) as f:
+            config = json.load(f)
+        modules = config if key is None else config[key]
+        for module in modules if key is None else [modules]:
+            if key is None:
+                module["type"] = _NAMES_5X[module["type"]]
+            else:
+                for folder, kind in module.items():
+                    module[folder] = _NAMES_5X[kind]
+        with open(file, "w") as f:
+            json.dump(config, f)
+
+
+def reference_vectors(path: str, texts: list[str]) -> dict[str | None, torch.Tensor]:
+    """sentence-transformers' vectors of each route, and of its default."""
+    from sentence_transformers import SparseEncoder
+
+    encoder = SparseEncoder(path, device="cpu")
+    vectors = {
+        "query": encoder.encode_query(texts, convert_to_tensor=True),
+        "document": encoder.encode_document(texts, convert_to_tensor=True),
+        None: encoder.encode(texts, convert_to_tensor=True),
+    }
+    # A tokenizer smaller than the model's vocabulary gives query vectors of
+    # its size; vLLM's have the model's, the ids past the tokenizer's zero.
+    size = max(v.shape[1] for v in vectors.values())
+    return {
+        k: torch.nn.functional.pad(v.to_dense().float(), (0, size - v.shape[1]))
+        for k, v in vectors.items()
+    }
+
+
+def assert_route_vectors(route: str | None, got: torch.Tensor, want: torch.Tensor):
+    if route == "query":
+        assert torch.equal(got > 0, want > 0)
+        torch.testing.assert_close(got, want, rtol=0, atol=QUERY_ATOL)
+    else:
+        assert_same_sparse_vectors(got, want)
+
+
+@pytest.fixture(scope="module")
+def random_backbones(tmp_path_factory) -> dict[str, str]:
+    paths = {}
+    for family in ("BertForMaskedLM", "DistilBertForMaskedLM"):
+        paths[family] = str(tmp_path_factory.mktemp(family))
+        save_random_splade(paths[family], family)
+    return paths
+
+
+def pooler_widths(model) -> list[int]:
+    """The width of the hidden states each pooling step got (0: the step
+    skipped the model's forward); module level, so that it pickles by name
+    for the worker processes."""
+    return model.pooler.poolers_by_task["embed"].widths
+
+
+def record_pooler_widths(model) -> None:
+    pooler = model.pooler.poolers_by_task["embed"]
+    pooler.widths = []
+    forward = pooler.forward
+
+    def recording_forward(hidden_states, pooling_metadata):
+        pooler.widths.append(hidden_states.shape[-1])
+        return forward(hidden_states, pooling_metadata)
+
+    pooler.forward = recording_forward
+
+
+@pytest.mark.parametrize(
+    ("backbone", "layout", "architecture"),
+    [
+        ("BertForMaskedLM", "6.x", "BertSpladeSparseEmbeddingModel"),
+        ("DistilBertForMaskedLM", "5.x", "DistilBertSpladeSparseEmbeddingModel"),
+    ],
+)
+def test_routes_match_sentence_transformers(
+    backbone: str,
+    layout: str,
+    architecture: str,
+    vllm_runner,
+    random_backbones,
+    tmp_path,
+):
+    """A Router folder loads with no flags. Each route gives
+    sentence-transformers' encode_query / encode_document vectors, unset its
+    default route's (encode), in one step or mixed with the other route; a
+    step of queries only skips the model's forward."""
+    from vllm import PoolingParams
+    from vllm.exceptions import VLLMValidationError
+
+    path = str(tmp_path / "router")
+    save_router_encoder(path, random_backbones[backbone], activation="log1p_relu")
+    want = reference_vectors(path, TEXTS)
+    if layout == "5.x":
+        rewrite_as_5x(path)
+
+    with pytest.MonkeyPatch.context() as m:
+        # apply_model pickles the recording functions for the workers.
+        m.setenv("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")
+        with splade_runner(vllm_runner, path, hf_overrides=None) as vllm_model:
+            llm = vllm_model.llm
+            assert llm.model_config.architecture == architecture
+            llm.apply_model(record_pooler_widths)
+            got = {
+                route: torch.tensor(
+                    [
+                        o.outputs.embedding
+                        for o in llm.embed(
+                            TEXTS, pooling_params=PoolingParams(route=route)
+                        )
+                    ]
+                )
+                for route in want
+            }
+            (widths,) = llm.apply_model(pooler_widths)
+            encoded = llm.encode(
+                TEXTS, pooling_task="embed", pooling_params=PoolingParams(route="query")
+            )
+            # Both routes in one step, interleaved.
+            routes = ["query", "document"] * len(TEXTS)
+            mixed = llm.embed(
+                [t for t in TEXTS for _ in range(2)],
+                pooling_params=[PoolingParams(route=r) for r in routes],
+            )
+            with pytest.raises(VLLMValidationError, match=r"no route 'passage'.*query"):
+                llm.embed(TEXTS[:1], pooling_params=PoolingParams(route="passage"))
+
+    for route, vectors in got.items():
+        assert_route_vectors(route, vectors, want[route])
+    # The query steps never ran the model; the document steps did.
+    assert widths, "the pooler recorded no step"
+    assert 0 in widths and any(w > 0 for w in widths)
+    torch.testing.assert_close(
+        torch.stack([o.outputs.data for o in encoded]), got["query"], rtol=0, atol=0
+    )
+    for output, route, text_index in zip(
+        mixed, routes, [i for i in range(len(TEXTS)) for _ in range(2)]
+    ):
+        assert_route_vectors(
+            route, torch.tensor(output.outputs.embedding), want[route][text_index]
+        )
+
+
+def save_hub_cache(cache: Path, repo_id: str, folder: str) -> None:
+    """`folder` as the hub cache holds a downloaded snapshot of `repo_id`."""
+    repo = cache / ("models--" + repo_id.replace("/", "--"))
+    revision = "0123456789abcdef0123456789abcdef01234567"
+    shutil.copytree(folder, repo / "snapshots" / revision)
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(revision)
+
+
+def test_router_by_hub_id_from_the_hub_cache(random_backbones, tmp_path):
+    """A hub id resolves the Router, its model route's config, tokenizer and
+    weights, and the query table through the hub cache, offline, as any
+    model's files; ModelConfig.model is not rewritten to the route's."""
+    path = str(tmp_path / "router")
+    save_router_encoder(path, random_backbones["BertForMaskedLM"])
+    want = reference_vectors(path, TEXTS)
+    cache = tmp_path / "hub"
+    save_hub_cache(cache, "test-org/inference-free-splade", path)
+    code = (
+        "import json\n"
+        "from vllm import LLM, PoolingParams\n"
+        "llm = LLM(model='test-org/inference-free-splade', enforce_eager=True,"
+        " dtype='float32')\n"
+        "assert 'MLMTransformer' not in llm.model_config.model\n"
+        "out = {r: [o.outputs.embedding for o in llm.embed("
+        f"{TEXTS!r}, pooling_params=PoolingParams(route=r))]"
+        " for r in ('query', 'document')}\n"
+        "print('VECTORS=' + json.dumps(out))\n"
+    )
+    env = dict(
+        os.environ,
+        HF_HUB_CACHE=str(cache),
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        VLLM_ENABLE_V1_MULTIPROCESSING="0",
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    line = next(x for x in result.stdout.splitlines() if x.startswith("VECTORS="))
+    got = json.loads(line.removeprefix("VECTORS="))
+    for route in ("query", "document"):
+        assert_route_vectors(route, torch.tensor(got[route]), want[route])
+
+
+@pytest.mark.parametrize(
+    ("breakage", "message"),
+    [
+        (
+            "table size",
+            (
+                "query_0_SparseStaticEmbedding/model.safetensors holds (99,) "
+                "weights, but the tokenizer has 100 tokens"
+            ),
+        ),
+        (
+            "no table",
+            "Cannot find any model weights with",
+        ),
+        ("no model route", "document_0_MLMTransformer"),
+    ],
+)
+def test_broken_router_fails_at_load_naming_it(
+    breakage: str, message: str, random_backbones, tmp_path
+):
+    path = tmp_path / "router"
+    backbone = random_backbones["BertForMaskedLM"]
+    save_router_encoder(
+        str(path), backbone, table_size=99 if breakage == "table size" else None
+    )
+    if breakage == "no table":
+        (path / "query_0_SparseStaticEmbedding" / "model.safetensors").unlink()
+        message += f" `{path}` in its subfolder `query_0_SparseStaticEmbedding`"
+    elif breakage == "no model route":
+        shutil.rmtree(path / "document_0_MLMTransformer")
+    error = engine_start_error(str(path), hf_overrides=None)
+    assert message in error, error[-3000:]
+
+
+def test_routers_vllm_cannot_serve_are_refused(random_backbones, tmp_path):
+    """Route mappings, another module beside the Router, and routes of other
+    modules fail at load, naming what vLLM cannot serve."""
+    from vllm.transformers_utils.config import get_sparse_router_config
+
+    backbone = random_backbones["BertForMaskedLM"]
+    cases = {
+        "route_mappings": lambda p: _map_routes(p, backbone),
+        "modules.json also has": lambda p: _add_module(p, backbone),
+        "'document' has modules": lambda p: _drop_splade_pooling(p, backbone),
+        "has another vocabulary": lambda p: _other_query_tokenizer(p, backbone),
+    }
+    for message, make in cases.items():
+        path = str(tmp_path / message.replace(" ", "-").replace("'", ""))
+        make(path)
+        with pytest.raises(ValueError, match=message):
+            get_sparse_router_config(path, None)
+
+
+def _map_routes(path: str, backbone: str) -> None:
+    """route_mappings as sentence-transformers saves them (str of the key)."""
+    save_router_encoder(path, backbone)
+    file = os.path.join(path, "router_config.json")
+    with open(file) as f:
+        config = json.load(f)
+    config["parameters"]["route_mappings"] = {str(("query", None)): "document"}
+    with open(file, "w") as f:
+        json.dump(config, f)
+
+
+def _add_module(path: str, backbone: str) -> None:
+    save_router_encoder(path, backbone)
+    modules_file = os.path.join(path, "modules.json")
+    with open(modules_file) as f:
+        modules = json.load(f)
+    modules.append({"idx": 1, "name": "1", "path": "1_Normalize", "type": "Normalize"})
+    with open(modules_file, "w") as f:
+        json.dump(modules, f)
+
+
+def _drop_splade_pooling(path: str, backbone: str) -> None:
+    save_router_encoder(path, backbone)
+    file = os.path.join(path, "router_config.json")
+    with open(file) as f:
+        config = json.load(f)
+    config["structure"]["document"] = config["structure"]["document"][:1]
+    with open(file, "w") as f:
+        json.dump(config, f)
+
+
+def _other_query_tokenizer(path: str, backbone: str) -> None:
+    save_router_encoder(path, backbone)
+    file = os.path.join(path, "query_0_SparseStaticEmbedding", "tokenizer.json")
+    with open(file) as f:
+        tokenizer = json.load(f)
+    vocab = tokenizer["model"]["vocab"]
+    vocab["zebra"] = vocab.pop("splade")
+    with open(file, "w") as f:
+        json.dump(tokenizer, f)
+
+
+def test_route_is_resolved_as_sentence_transformers_does():
+    """Unset: the model's default route; without one, refused listing the
+    routes, as sentence-transformers refuses a Router call without a task.
+    On a model without routes, `route` is refused."""
+    from types import SimpleNamespace
+
+    from vllm import PoolingParams
+    from vllm.exceptions import VLLMValidationError
+
+    def model(default_route):
+        router = {"routes": ["query", "document"], "default_route": default_route}
+        return SimpleNamespace(
+            hf_config=SimpleNamespace(sparse_router=router),
+            served_model_name="m",
+        )
+
+    params = PoolingParams(task="embed")
+    params._verify_route(model("document"))
+    assert params.route == "document"
+    with pytest.raises(VLLMValidationError, match=r"no default route.*'query'"):
+        PoolingParams(task="embed")._verify_route(model(None))
+    plain = SimpleNamespace(hf_config=SimpleNamespace(), served_model_name="m")
+    with pytest.raises(VLLMValidationError, match="has no routes"):
+        PoolingParams(task="embed", route="query")._verify_route(plain)
+    with pytest.raises(VLLMValidationError, match=r"does not support \['route'\]"):
+        PoolingParams(task="token_embed", route="query")._verify_valid_parameters()
