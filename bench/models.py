@@ -57,6 +57,31 @@ def ensure_base() -> Path:
     return BASE
 
 
+DISTILL = MODELS / "splade-distill-shaped-random"
+
+
+def ensure_distill_shaped() -> Path:
+    """A DistilBertForMaskedLM of the shape of OpenSearch's
+    neural-sparse-encoding-doc-v3-distill (6 layers, hidden 768, BERT's
+    30,522-token vocabulary), with seeded random weights and splade-tiny's
+    tokenizer: cost depends on shape, not weights."""
+    if (DISTILL / "model.safetensors").is_file():
+        return DISTILL
+    import torch
+    from transformers import (DistilBertConfig, DistilBertForMaskedLM,
+                              DistilBertTokenizerFast)
+    torch.manual_seed(0)
+    config = DistilBertConfig(vocab_size=30522, dim=768, n_layers=6,
+                              n_heads=12, hidden_dim=3072)
+    tmp = DISTILL.with_name(DISTILL.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    DistilBertForMaskedLM(config).save_pretrained(tmp)
+    DistilBertTokenizerFast(tokenizer_file=str(TINY /
+                                               "tokenizer.json")).save_pretrained(tmp)
+    tmp.rename(DISTILL)
+    return DISTILL
+
+
 def ensure_backbone(path: Path) -> Path:
     """A BertModel copy of a BertForMaskedLM checkpoint's encoder."""
     out = path.with_name(path.name + "-backbone")

