@@ -95,6 +95,15 @@ def test_every_entry_point_takes_the_route(
     for sparse, want in zip(tei.json(), reference[route]):
         _assert_close(route, _dense(sparse, size), want)
 
+    # Cohere's input_type names the route (and its prompt), as prompt_name.
+    cohere = requests.post(
+        server.url_for("v2/embed"),
+        json={"texts": TEXTS, "input_type": route, "embedding_types": ["float"]},
+    )
+    cohere.raise_for_status()
+    for vector, want in zip(cohere.json()["embeddings"]["float"], reference[route]):
+        _assert_close(route, np.array(vector), want)
+
     # The route alone is the module chain; the prompt is text, as in
     # sentence-transformers' encode(task=...).
     prompted = [PROMPTS[route] + t for t in TEXTS]

@@ -280,7 +280,7 @@ def test_router_by_hub_id_from_the_hub_cache(random_backbones, tmp_path):
         (
             "table size",
             (
-                "query_0_SparseStaticEmbedding/model.safetensors holds (99,) "
+                "The table in query_0_SparseStaticEmbedding/ holds (99,) "
                 "weights, but the tokenizer has 100 tokens"
             ),
         ),
@@ -325,9 +325,21 @@ def test_routers_vllm_cannot_serve_are_refused(random_backbones, tmp_path):
         make(path)
         with pytest.raises(ValueError, match=message):
             get_sparse_router_config(path, None)
+    # A Router of other modules (a dense asymmetric encoder) is not a sparse
+    # encoder: left to the rest of vLLM, as before.
+    path = _map_routes(str(tmp_path / "dense"), backbone)
+    file = os.path.join(path, "router_config.json")
+    with open(file) as f:
+        config = json.load(f)
+    config["types"] = {
+        k: "sentence_transformers.models.Pooling" for k in config["types"]
+    }
+    with open(file, "w") as f:
+        json.dump(config, f)
+    assert get_sparse_router_config(path, None) is None
 
 
-def _map_routes(path: str, backbone: str) -> None:
+def _map_routes(path: str, backbone: str) -> str:
     """route_mappings as sentence-transformers saves them (str of the key)."""
     save_router_encoder(path, backbone)
     file = os.path.join(path, "router_config.json")
@@ -336,6 +348,7 @@ def _map_routes(path: str, backbone: str) -> None:
     config["parameters"]["route_mappings"] = {str(("query", None)): "document"}
     with open(file, "w") as f:
         json.dump(config, f)
+    return path
 
 
 def _add_module(path: str, backbone: str) -> None:

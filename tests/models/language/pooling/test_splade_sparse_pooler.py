@@ -20,6 +20,7 @@ from vllm.pooling_params import PoolingParams
 from vllm.v1.pool.late_interaction_runner import LateInteractionRunner
 from vllm.v1.pool.metadata import PoolingMetadata, PoolingStates
 from vllm.v1.token_buffer import TokenBuffer
+from vllm.v1.worker.cpu.pooling_runner import PoolingRunner as CPUPoolingRunner
 from vllm.v1.worker.gpu.input_batch import InputBatch
 from vllm.v1.worker.gpu.model_runner import GPUModelRunner
 from vllm.v1.worker.gpu.pool.pooling_runner import PoolingRunner
@@ -302,18 +303,33 @@ def test_splade_pooler_static_routes_never_sync():
     metadata = _routed_metadata(
         lens, ["query", "document", "query", "document"], token_ids
     )
-    pooled = pooler(hidden_states, metadata)
+    with _RecordOps() as ops:
+        pooled = pooler(hidden_states, metadata)
     assert pooled.shape == (len(lens), V) and pooled.is_meta
+    to_device = [
+        kw
+        for name, args, kw in ops.calls
+        if name in ("to", "_to_copy")
+        and not args[0].is_meta
+        and str(kw.get("device")) == "meta"
+    ]
+    # Token ids, lengths, both row sets, the model rows' tokens, the offsets.
+    assert len(to_device) == 6
+    assert all(kw.get("non_blocking") for kw in to_device)
 
 
 def test_sparse_static_embedding_loads_one_weight_per_token():
-    """One weight per token of the tokenizer; the model's vocabulary may be
-    padded past it (those ids weigh nothing); another size is refused."""
-    table = SparseStaticEmbedding(600, torch.float32, "q/model.safetensors", 598)
+    """One weight per token of the tokenizer, or per id of the model's padded
+    vocabulary (the ids past the tokenizer's weigh nothing); a table smaller
+    than the tokenizer or larger than the vocabulary is refused."""
+    table = SparseStaticEmbedding(600, torch.float32, "The table in q/", 598)
     table.weight.weight_loader(table.weight, torch.ones(598))
     assert table.weight.sum() == 598 and table.weight[598:].eq(0).all()
-    with pytest.raises(ValueError, match=r"q/model.safetensors holds \(599,\)"):
-        table.weight.weight_loader(table.weight, torch.zeros(599))
+    table.weight.weight_loader(table.weight, torch.ones(600))
+    assert table.weight.sum() == 600
+    for size in (597, 601):
+        with pytest.raises(ValueError, match=rf"The table in q/ holds \({size},\)"):
+            table.weight.weight_loader(table.weight, torch.zeros(size))
 
 
 @pytest.mark.cpu_model
@@ -392,10 +408,15 @@ def test_pooling_runner_stores_only_required_token_ids(token_ids_type) -> None:
     torch.testing.assert_close(stored, torch.tensor([101, 11, 102]))
 
 
-def test_pooling_runner_skips_the_forward_of_steps_without_hidden_states():
+@pytest.mark.parametrize("runner_class", [PoolingRunner, CPUPoolingRunner])
+def test_pooling_runner_skips_the_forward_of_steps_without_hidden_states(
+    runner_class,
+):
     """The model runner skips the forward pass of a step whose requests all
-    pool from their token ids alone (the pooler says so per request)."""
-    runner = PoolingRunner.__new__(PoolingRunner)
+    pool from their token ids alone (the pooler says so per request), where
+    no other rank waits for it."""
+    runner = runner_class.__new__(runner_class)
+    runner.can_skip_forward = True
     runner.model = MagicMock()
     runner.model.pooler.needs_hidden_states = lambda p: p.route != "query"
     runner.supported_tasks = frozenset({"embed"})
@@ -418,6 +439,8 @@ def test_pooling_runner_skips_the_forward_of_steps_without_hidden_states():
     runner.remove_request(1)
     runner.add_request("req-3", 1, PoolingParams(task="embed", route="query"), [1])
     assert not runner.needs_model_forward(batch(0, 1, 2))
+    runner.can_skip_forward = False  # e.g. a pipeline stage waits for it
+    assert runner.needs_model_forward(batch(0, 1, 2))
 
 
 def test_pooling_runner_releases_aborted_late_interaction_doc() -> None:
