@@ -145,21 +145,20 @@ def offline(name: str, router: Path, plain: Path, queries: list[str],
     llm = LLM(model=str(router), dtype="float32", max_model_len=512)
     if check_parity:
         result["check_max_diff"] = check(llm, router, queries[:32])
-    for case, (texts, routes) in cases.items():
+
+    def measure(case: str, texts: list[str], routes=None) -> None:
         s = _best(lambda: _encode(llm, texts, routes), rounds)
         result[case] = {"texts": len(texts), "s": s,
                         "texts_per_s": len(texts) / s}
         print(f"bench: {name} offline {case:30s} {len(texts) / s:9.1f} "
               f"texts/s ({s:.3f} s, {len(texts)} texts)", flush=True)
+
+    for case, (texts, routes) in cases.items():
+        measure(case, texts, routes)
     del llm
     gc.collect()
     llm = LLM(model=str(plain), dtype="float32", max_model_len=512)
-    case = "plain SparseEncoder, documents"
-    s = _best(lambda: _encode(llm, documents), rounds)
-    result[case] = {"texts": len(documents), "s": s,
-                    "texts_per_s": len(documents) / s}
-    print(f"bench: {name} offline {case:30s} {len(documents) / s:9.1f} "
-          f"texts/s ({s:.3f} s, {len(documents)} texts)", flush=True)
+    measure("plain SparseEncoder, documents", documents)
     del llm
     gc.collect()
     return result

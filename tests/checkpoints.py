@@ -79,14 +79,8 @@ def save_distilbert_of(bert: str, out: str) -> str:
 
 
 def ensure_distilbert_of(bert: str, out: Path) -> Path:
-    """save_distilbert_of, once (made in a temporary folder, then renamed)."""
-    if (out / "model.safetensors").is_file():
-        return out
-    tmp = out.with_name(out.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    save_distilbert_of(bert, str(tmp))
-    tmp.rename(out)
-    return out
+    """save_distilbert_of, once."""
+    return ensure_folder(save_distilbert_of, bert, out, "model.safetensors")
 
 
 def save_inference_free_of(masked_lm: str,
@@ -129,9 +123,13 @@ def save_sparse_encoder_of(masked_lm: str,
     return out
 
 
-def ensure_folder(save, source: str, out: Path) -> Path:
-    """save(source, out), once (made in a temporary folder, then renamed)."""
-    if (out / "modules.json").is_file():
+def ensure_folder(save,
+                  source: str,
+                  out: Path,
+                  made: str = "modules.json") -> Path:
+    """save(source, out), once (made in a temporary folder, then renamed;
+    `made` is the file a finished folder has)."""
+    if (out / made).is_file():
         return out
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
