@@ -128,7 +128,12 @@ def assert_route_vectors(route: str | None, got: torch.Tensor, want: torch.Tenso
 @pytest.fixture(scope="module")
 def random_backbones(tmp_path_factory) -> dict[str, str]:
     paths = {}
-    for family in ("BertForMaskedLM", "DistilBertForMaskedLM"):
+    for family in (
+        "BertForMaskedLM",
+        "DistilBertForMaskedLM",
+        "XLMRobertaForMaskedLM",
+        "ModernBertForMaskedLM",
+    ):
         paths[family] = str(tmp_path_factory.mktemp(family))
         save_random_splade(paths[family], family)
     return paths
@@ -158,6 +163,8 @@ def record_pooler_widths(model) -> None:
     [
         ("BertForMaskedLM", "6.x", "BertSpladeSparseEmbeddingModel"),
         ("DistilBertForMaskedLM", "5.x", "DistilBertSpladeSparseEmbeddingModel"),
+        ("XLMRobertaForMaskedLM", "6.x", "RobertaSpladeSparseEmbeddingModel"),
+        ("ModernBertForMaskedLM", "6.x", "ModernBertSpladeSparseEmbeddingModel"),
     ],
 )
 def test_routes_match_sentence_transformers(
