@@ -10,7 +10,7 @@ VENV_CI := .venv-vllm-ci/.stamp
 export PYTHON ?= $(CURDIR)/build/tools/bin/python
 
 .PHONY: help source apply refresh-patches update-pin check build-wheel build-cpu-base build-wheel-cpu \
-        checkpoint setup lint test vllm-tests bench fuzz load-bench serve pr \
+        checkpoint eval-inputs setup lint test vllm-tests bench eval fuzz load-bench serve pr \
         lock clean
 
 help: ## This list
@@ -52,7 +52,11 @@ build-wheel-cpu: apply build-cpu-base ## Patched CPU wheel in dist/ (on build-cp
 checkpoint: ## The trained splade-tiny checkpoint in build/models
 	scripts/fetch-checkpoint.sh
 
-setup: $(VENV) $(VENV_CI) build-wheel-cpu checkpoint ## .venv (ours) and .venv-vllm-ci (vLLM CI's versions) with the patched CPU build
+eval-inputs: ## all-MiniLM-L6-v2 and Debian's package descriptions (sha256-pinned) in build/
+	scripts/fetch-dense-model.sh
+	scripts/fetch-corpus.sh
+
+setup: $(VENV) $(VENV_CI) build-wheel-cpu checkpoint eval-inputs ## .venv (ours) and .venv-vllm-ci (vLLM CI's versions) with the patched CPU build
 	scripts/install-wheel.sh .venv
 	scripts/install-wheel.sh .venv-vllm-ci
 
@@ -64,6 +68,9 @@ vllm-tests: setup ## vLLM's own tests, unpatched vs patched CPU build (~30 min o
 
 bench: setup ## Patched vs upstream SPLADE vs sentence-transformers vs floor -> docs/performance.md
 	scripts/bench.sh
+
+eval: setup ## Hybrid retrieval end to end: SPLADE + dense via vLLM into Milvus Lite, Seismic, bm25s -> docs/eval.md
+	scripts/eval.sh
 
 fuzz: setup ## Longer schemathesis + abuse run on the served model -> build/fuzz (FUZZ_SEEDS, FUZZ_EXAMPLES)
 	scripts/fuzz.sh

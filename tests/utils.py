@@ -27,8 +27,10 @@ class SpladeServer:
                  model: str,
                  hf_overrides: Optional[dict] = SPLADE_OVERRIDES,
                  extra_args: tuple[str, ...] = (),
-                 timeout: float = 180.0) -> None:
-        self.model = "splade"
+                 timeout: float = 180.0,
+                 name: str = "splade",
+                 env: Optional[dict[str, str]] = None) -> None:
+        self.model = name
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.args = [
@@ -40,10 +42,11 @@ class SpladeServer:
         if hf_overrides:
             self.args += ["--hf-overrides", json.dumps(hf_overrides)]
         self.timeout = timeout
+        self.env = env or {}
         self.proc: Optional[subprocess.Popen] = None
 
     def __enter__(self) -> "SpladeServer":
-        env = dict(os.environ, HF_HUB_OFFLINE="1")
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", **self.env}
         self.log = open(f"/tmp/splade-server-{self.port}.log", "w")
         self.proc = subprocess.Popen(self.args,
                                      env=env,
