@@ -91,7 +91,8 @@ def page(results: dict, scale: list[dict], started: float, plot_name: str,
         name, f"{r['mrr@10']:.3f}", f"{r['ndcg@10']:.3f}",
         f"{r['recall@100']:.3f}", f"{r['p50_ms']:.1f}", f"{r['p99_ms']:.1f}",
         f"{r['embed_p50_ms']:.1f}",
-        f"{r['search_p50_ms']:.1f} / {r['search_p99_ms']:.1f}"
+        f"{r['search_p50_ms']:.1f} / {r['search_p99_ms']:.1f}",
+        f"{r['search_idle_p50_ms']:.1f} / {r['search_idle_p99_ms']:.1f}"
     ] for name, r in m.items()]
     order = sorted(m, key=lambda x: -m[x]["ndcg@10"])
     minutes = (time.time() - started) / 60
@@ -169,7 +170,8 @@ def page(results: dict, scale: list[dict], started: float, plot_name: str,
         "",
         table(["Method", "MRR@10", "nDCG@10", "Recall@100",
                "end to end p50 ms", "p99 ms", "of which embedding p50 ms",
-               "search p50 / p99 ms"], rows),
+               "search p50 / p99 ms", "search alone, servers idle, "
+               "p50 / p99 ms"], rows),
         "",
         "By nDCG@10: " + " > ".join(
             f"{x} {m[x]['ndcg@10']:.3f}" for x in order) + ".",
@@ -178,6 +180,14 @@ def page(results: dict, scale: list[dict], started: float, plot_name: str,
         "(`/embed_sparse` for SPLADE, `/v1/embeddings` for dense; hybrid "
         "sends both at once) plus the search, one query at a time, each "
         "method over all the queries in turn; BM25 has no model call. "
+        "The last column times the same searches again with the vectors "
+        f"already made ({st['idle_queries']} queries), the servers idle: "
+        "the two vLLM engines keep their cores busy for a while after each "
+        "request (a worker busy-waits on vLLM's shared-memory queue for "
+        "`busy_loop_s` = 1 s after each message, `shm_broadcast.py`; here "
+        "they share the machine's only two cores with the "
+        "client and Milvus Lite), which slows a search run right after "
+        "them, most of all after hybrid's two requests. "
         f"Every method returns its top {st['k']}. Milvus Lite indexes: "
         "`SPARSE_INVERTED_INDEX` (inner product, exact) and `FLAT` (inner "
         "product of unit vectors). Hybrid fusion, weights fixed beforehand, "
@@ -279,13 +289,16 @@ def page(results: dict, scale: list[dict], started: float, plot_name: str,
             "",
             f"SPLADE encoding of {scale[0]['documents']:,} of the documents "
             f"(`/embed_sparse`, {st['batch']} texts a request, 8 in flight), "
-            "each deployment started fresh on this machine; the cores are "
-            "those vLLM logged for each engine:",
+            "each deployment started fresh on this machine and measured "
+            f"{len(scale[0]['rounds'])} times in a row; the cores are those "
+            "vLLM logged for each engine:",
             "",
-            table(["Deployment", "Engine cores", "Documents/s",
+            table(["Deployment", "Engine cores", "Documents/s, median",
+                   f"the {len(scale[0]['rounds'])} rounds",
                    "vs the first row"], [[
                        r["label"], " ".join(sum(r["cores"], [])) or "?",
                        f"{r['docs_per_s']:.1f}",
+                       ", ".join(f"{x:.0f}" for x in r["rounds"]),
                        f"{r['docs_per_s'] / base:.2f}x"
                    ] for r in scale]),
             "",

@@ -101,6 +101,11 @@ if [ "$smoke" = 0 ]; then
   ready "$port"
   scale "--data-parallel-size 2" scale-dp2 "$one"
   stop
+  VLLM_CPU_SIM_MULTI_NUMA=1 serve scale-dp2-api1 splade-tiny "$port" "$sparse" \
+    --data-parallel-size 2 --api-server-count 1
+  ready "$port"
+  scale "--data-parallel-size 2 --api-server-count 1" scale-dp2-api1 "$one"
+  stop
   VLLM_CPU_OMP_THREADS_BIND=0 serve scale-two-a splade-tiny "$port" "$sparse"
   VLLM_CPU_OMP_THREADS_BIND=1 serve scale-two-b splade-tiny $((port + 1)) "$sparse"
   ready "$port" $((port + 1))
