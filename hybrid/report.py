@@ -41,7 +41,7 @@ def plot(results: dict, path: Path) -> None:
         left.bar(xs, [m[x][key] for x in methods], width, label=label)
     left.set_xticks(range(len(methods)))
     left.set_xticklabels([x.replace(" (", "\n(").replace(" ", "\n", 1)
-                          for x in methods], fontsize=8)
+                          for x in methods], fontsize=7)
     left.set_ylim(0, 1.15)
     left.set_yticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
     left.set_title("Quality per method")
@@ -82,7 +82,8 @@ def server(log: Path) -> str:
 
 
 def page(results: dict, scale: list[dict], started: float, plot_name: str,
-         command: str, logs: dict[str, str]) -> str:
+         command: str, logs: dict[str, str],
+         finished: float = 0.0) -> str:
     c, ix, sz, ref, st = (results["corpus"], results["indexing"],
                           results["sizes"], results["reference"],
                           results["settings"])
@@ -95,7 +96,7 @@ def page(results: dict, scale: list[dict], started: float, plot_name: str,
         f"{r['search_idle_p50_ms']:.1f} / {r['search_idle_p99_ms']:.1f}"
     ] for name, r in m.items()]
     order = sorted(m, key=lambda x: -m[x]["ndcg@10"])
-    minutes = (time.time() - started) / 60
+    minutes = ((finished or time.time()) - started) / 60
     machine = results["machine"]
     top1 = st["median_top1_score"]
     squash = {f: 0.5 + math.atan(v) / math.pi for f, v in top1.items()}
@@ -302,6 +303,13 @@ def page(results: dict, scale: list[dict], started: float, plot_name: str,
                        f"{r['docs_per_s'] / base:.2f}x"
                    ] for r in scale]),
             "",
+            *(["An engine that logged `core ids=[]` got no core: with "
+               "`--api-server-count 1` on these two cores, vLLM's binding "
+               "reserved core 1 for the API server and left rank 1 none "
+               "(libgomp then rejects its empty `OMP_NUM_THREADS`), so that "
+               "row measures one engine's core shared by two. Do not "
+               "combine the two on a machine this small.", ""]
+              if any("[]" in c for r in scale for c in r["cores"]) else []),
             f"Here Milvus Lite took rows at {rows_per_s:.0f}/s and the "
             f"slower model made {slowest:.0f} vectors/s: "
             + ("encoding is what limits indexing, so it is what to scale "
@@ -349,6 +357,8 @@ def main() -> None:
     p.add_argument("--doc", required=True)
     p.add_argument("--plot", required=True)
     p.add_argument("--command", default="make eval")
+    p.add_argument("--finished", type=float, default=None,
+                   help="end of the run (default: now)")
     args = p.parse_args()
     where = Path(args.results)
     results = json.loads((where / "results.json").read_text())
@@ -361,7 +371,8 @@ def main() -> None:
                               ("dense", "all-MiniLM-L6-v2")]
             if (where / f"eval-{key}.log").exists()}
     text = page(results, scale, args.started,
-                os.path.relpath(png, doc.parent), args.command, logs)
+                os.path.relpath(png, doc.parent), args.command, logs,
+                args.finished or time.time())
     doc.write_text(text)
     print(text)
     print(f"report: wrote {doc} and {png}")
