@@ -202,8 +202,8 @@ def page(results: dict, scale: list[dict], started: float, plot_name: str,
         "weigh the two evenly: the median top-1 score here is "
         f"{top1['sparse']:.2f} for SPLADE (normalised {squash['sparse']:.3f})"
         f" and {top1['dense']:.2f} for dense (normalised "
-        f"{squash['dense']:.3f}), so SPLADE's scores all land near "
-        "0.5 + 0.5 and barely separate documents.",
+        f"{squash['dense']:.3f}), so SPLADE's normalised scores all sit "
+        "just below 1 and barely separate documents.",
         "- **min-max (client)**: each field's top "
         f"{st['k']} from Milvus, each list's scores min-max normalised, "
         f"summed with weights {st['weights'][0]} / {st['weights'][1]} (a "
@@ -211,9 +211,9 @@ def page(results: dict, scale: list[dict], started: float, plot_name: str,
         "hybrid normalisation (`min_max` + `arithmetic_mean`).",
         "",
         "Milvus Lite 3.x is Milvus's client API implemented in Python "
-        "(NumPy for sparse search, FAISS for dense) inside the client's "
-        "process, not Milvus's C++ engine: its search times say nothing of "
-        "a Milvus server's. Seismic is a Rust library, also in-process, "
+        "inside the client's process (NumPy for the sparse inverted index "
+        "and for `FLAT`; FAISS only for HNSW and IVF), not Milvus's C++ "
+        "engine: its search times say nothing of a Milvus server's. Seismic is a Rust library, also in-process, "
         f"searched with query_cut {st['seismic_query_cut']} and heap_factor "
         f"{st['seismic_heap_factor']} on its default build.",
         "",
@@ -329,20 +329,22 @@ the pipeline changes but the URLs:
   --data-parallel-size N` runs N engine copies behind one API (on GPUs, one
   per GPU). The client is unchanged. On vLLM 0.34's CPU backend each rank
   wants a NUMA node of its own: on a one-node machine DP=2 fails at start
-  (`IndexError` in `cpu_worker.py`) unless `VLLM_CPU_SIM_MULTI_NUMA=1`
+  (automatic binding: "Not enough allowed NUMA nodes"; bound by hand: an
+  `IndexError` in `cpu_worker.py`) unless `VLLM_CPU_SIM_MULTI_NUMA=1`
   lets the ranks share it, as this run does.
 - **Several servers**: independent `vllm serve` processes (machines, pods)
   behind a load balancer, or a client that spreads batches over them as
-  `hybrid/scale.py` does. A text's vector does not depend on where or with
-  what it is batched (`tests/distributed/test_splade_scale_out.py` checks
-  DP=2 and TP=2 servers against one engine), so documents can be encoded
-  anywhere.
+  `hybrid/scale.py` does. A text's vector is the same, up to float
+  rounding, whichever server or rank makes it
+  (`tests/distributed/test_splade_scale_out.py`: DP=2 and TP=2 servers
+  within 1e-5 of one engine), so documents can be encoded anywhere.
 - **The index**: the same `pymilvus` calls (`create_collection` with the
   same schema, `insert`, `search`, `hybrid_search`) run against a Milvus
   standalone or cluster when `MilvusClient` is given the server's URI
   instead of a file; Milvus then shards the collection across its query
-  nodes. Not measured here: no Milvus server installs from the registries
-  this machine reaches. Seismic is a library: one index per process,
+  nodes. Not measured here: a Milvus cluster runs from Milvus's container
+  images (with etcd and object storage), which the registries this machine
+  reaches do not carry. Seismic is a library: one index per process,
   sharded by the application if at all.
 - **What does not change**: the vectors, so the rankings and every quality
   figure above; a query still costs one embedding request per model, so
