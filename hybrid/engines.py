@@ -2,7 +2,6 @@
 """The search engines the vectors go into: Milvus Lite (sparse and dense in
 one collection, fused by Milvus), Seismic (learned-sparse), bm25s (lexical
 baseline), and exact scoring (the reference for the ANN indexes)."""
-import os
 import shutil
 from pathlib import Path
 
@@ -54,9 +53,6 @@ class Milvus:
             } for j in range(i, min(i + batch, len(ids)))])
         self.client.flush(self.name)
 
-    def _ids(self, hits) -> list[int]:
-        return [h["id"] for h in hits[0]]
-
     def search_scored(self, field: str, query, k: int = K) -> list[tuple]:
         """(id, inner product) of the top k on one field."""
         if isinstance(query, np.ndarray):
@@ -65,15 +61,8 @@ class Milvus:
                                   limit=k, search_params={"metric_type": "IP"})
         return [(h["id"], h["distance"]) for h in hits[0]]
 
-    def search_sparse(self, query: dict[int, float], k: int = K) -> list[int]:
-        return self._ids(self.client.search(
-            self.name, [query], anns_field="sparse", limit=k,
-            search_params={"metric_type": "IP"}))
-
-    def search_dense(self, query: np.ndarray, k: int = K) -> list[int]:
-        return self._ids(self.client.search(
-            self.name, [query.tolist()], anns_field="dense", limit=k,
-            search_params={"metric_type": "IP"}))
+    def search(self, field: str, query, k: int = K) -> list[int]:
+        return [doc for doc, _ in self.search_scored(field, query, k)]
 
     def search_hybrid(self, sparse: dict[int, float], dense: np.ndarray,
                       fusion: str, k: int = K) -> list[int]:
@@ -85,8 +74,8 @@ class Milvus:
         ]
         ranker = (RRFRanker(RRF_K) if fusion == "rrf" else
                   WeightedRanker(*WEIGHTS))
-        return self._ids(self.client.hybrid_search(self.name, requests,
-                                                   ranker, limit=k))
+        hits = self.client.hybrid_search(self.name, requests, ranker, limit=k)
+        return [h["id"] for h in hits[0]]
 
     def size(self) -> int:
         return folder_bytes(self.path)
@@ -175,6 +164,3 @@ def exact_top(queries: sp.csr_matrix, docs: sp.csr_matrix,
     scores = (queries @ docs.T).toarray()
     top = np.argsort(-scores, axis=1, kind="stable")[:, :k]
     return top, scores
-
-
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

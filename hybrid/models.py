@@ -5,8 +5,9 @@ splade-tiny is a plain BertForMaskedLM folder; the eval serves it the way
 SPLADE models are published today, as a sentence-transformers SparseEncoder
 folder (MLMTransformer + SpladePooling("max")), which vLLM serves with no
 flags and sentence-transformers loads as the reference."""
-import shutil
 from pathlib import Path
+
+from tests.checkpoints import ensure_folder, save_sparse_encoder_of
 
 MODELS = Path("build/models")
 SPLADE = MODELS / "splade-tiny-sparse-encoder"
@@ -16,19 +17,9 @@ DENSE = MODELS / "all-MiniLM-L6-v2"
 def ensure_splade(source: Path = MODELS / "splade-tiny",
                   out: Path = SPLADE) -> Path:
     """`source` saved once as a SparseEncoder folder by sentence-transformers."""
-    if (out / "modules.json").is_file():
-        return out
     if not (source / "model.safetensors").is_file():
         raise SystemExit(f"eval: {source} is missing: run `make checkpoint`")
-    from sentence_transformers import SparseEncoder
-    from sentence_transformers.sparse_encoder.modules import (MLMTransformer,
-                                                              SpladePooling)
-    tmp = out.with_name(out.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    SparseEncoder(modules=[MLMTransformer(str(source)), SpladePooling("max")],
-                  device="cpu").save(str(tmp))
-    tmp.rename(out)
-    return out
+    return ensure_folder(save_sparse_encoder_of, str(source), out)
 
 
 def check_dense(folder: Path = DENSE) -> Path:

@@ -13,12 +13,8 @@ import time
 from importlib.metadata import version
 from pathlib import Path
 
-
-
-
-def table(header: list[str], rows: list[list[str]]) -> str:
-    lines = [header, ["---"] * len(header), *rows]
-    return "\n".join("| " + " | ".join(cells) + " |" for cells in lines)
+from bench.report import table
+from hybrid.scale import bound
 
 
 def mib(n: int) -> str:
@@ -75,7 +71,7 @@ def server(log: Path) -> str:
     text = log.read_text()
     dtype = re.search(r"dtype=torch\.(\w+)", text)
     eager = re.search(r"enforce_eager=(\w+)", text)
-    cores = re.findall(r"core ids=(\[[0-9, ]*\])", text)
+    cores = bound(log)
     return (f"{dtype.group(1) if dtype else '?'}, "
             f"{'eager' if eager and eager.group(1) == 'True' else 'compiled'}"
             f", engine cores {' '.join(cores) or '?'}")

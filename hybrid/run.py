@@ -169,9 +169,10 @@ def main(argv=None) -> dict:
     methods = {  # name: (embed the query, search with it)
         "BM25 (bm25s)": (lambda q: q, bm25.search),
         "SPLADE (Milvus Lite)": (lambda q: sparse([q])[0],
-                                 milvus.search_sparse),
+                                 functools.partial(milvus.search, "sparse")),
         "SPLADE (Seismic)": (lambda q: sparse([q])[0], seismic_index.search),
-        "dense (Milvus Lite)": (lambda q: dense([q])[0], milvus.search_dense),
+        "dense (Milvus Lite)": (lambda q: dense([q])[0],
+                                functools.partial(milvus.search, "dense")),
         "hybrid RRF (Milvus Lite)":
         (both, lambda v: milvus.search_hybrid(*v, fusion="rrf")),
         "hybrid WeightedRanker (Milvus Lite)":
