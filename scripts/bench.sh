@@ -28,6 +28,9 @@ mkdir -p "$out"
 # so vLLM's default OpenMP thread pinning would pin its main thread to one
 # core: VLLM_CPU_OMP_THREADS_BIND=all leaves every run to the OS scheduler
 # alike.
+# VLLM_PLUGINS empty: the vllm-splade plugin in .venv stays off, so the
+# upstream runs are upstream's (its served runs enable it, tests.utils).
+export VLLM_PLUGINS=
 export VLLM_ENABLE_V1_MULTIPROCESSING=0 VLLM_CPU_OMP_THREADS_BIND=all \
   VLLM_CPU_KVCACHE_SPACE=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
   VLLM_CONFIGURE_LOGGING=0 TOKENIZERS_PARALLELISM=false
@@ -43,28 +46,8 @@ run() {
   "$py" -m "$@" 2>>"$log" | { grep --line-buffered -v '^\[Gloo\]' || :; }
 }
 
-# The unpatched build of the same pin, as scripts/vllm-tests.sh makes it
-# (reused when that script or an earlier bench built it).
-src=build/vllm
-bsite="$PWD/build/vllm-base-site"
-base="$VLLM_VERSION+base.$(git -C "$src" rev-parse --short=8 'base^{tree}').cpu"
-have=$(PYTHONPATH=$bsite "$py" -c \
-  'import importlib.metadata as m; print(m.version("vllm"))' 2>/dev/null || :)
-if [ "$have" != "$base" ]; then
-  echo "bench: building the unpatched vLLM $base (at ${SECONDS}s)" | tee -a "$log"
-  wt="$PWD/build/vllm-base-tree"
-  git -C "$src" worktree remove --force "$wt" 2>/dev/null || rm -rf "$wt"
-  git -C "$src" worktree prune
-  trap 'git -C "$src" worktree remove --force "$wt"' EXIT
-  git -C "$src" worktree add --detach --quiet "$wt" base
-  TREE="$wt" DIST=build/vllm-base-dist LABEL=base scripts/build-wheel.sh cpu \
-    >>"$log" 2>&1
-  git -C "$src" worktree remove --force "$wt" && trap - EXIT
-  rm -rf "$bsite"
-  build/tools/bin/uv pip install --quiet --python "$py" --no-deps \
-    --compile-bytecode --target "$bsite" \
-    "build/vllm-base-dist/vllm-$base-"*.whl >>"$log" 2>&1
-fi
+# The unpatched build of the same pin (scripts/build-base-site.sh).
+bsite=$(scripts/build-base-site.sh 2>>"$log")
 
 run bench.models
 run bench.e2e tiny "$out/e2e-tiny.json" --texts "$texts" --rounds "$rounds" \

@@ -10,6 +10,9 @@ export VLLM_ENABLE_V1_MULTIPROCESSING=0 VLLM_CPU_KVCACHE_SPACE=1
 export SPLADE_TINY="$PWD/build/models/splade-tiny"
 export VLLM_TEST_SPLADE_MODEL="$SPLADE_TINY"
 py="$PWD/.venv/bin/python"
+# Stock vLLM (the unpatched CPU build of the pin), for the plugin's tests.
+SPLADE_STOCK_SITE=$(scripts/build-base-site.sh)
+export SPLADE_STOCK_SITE
 summary="$PWD/build/test-summary.txt"
 : > "$summary"
 
@@ -47,6 +50,15 @@ scripts/vllm-tests.sh --fast 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 set -e
 echo "vLLM: the series' tests + registry: $(grep -E '^=* ?[0-9]+ (passed|failed)' "$log" | tail -n 1 | tr -d '=')" >> "$summary"
+rm -f "$log"
+[ "$rc" = 0 ]
+log=$(mktemp)
+echo "== vLLM: the series' SPLADE tests on stock vLLM + the vllm-splade plugin"
+set +e
+scripts/vllm-tests.sh --plugin 2>&1 | tee "$log"
+rc=${PIPESTATUS[0]}
+set -e
+echo "vLLM: SPLADE on stock vLLM + plugin: $(grep -E '^=* ?[0-9]+ (passed|failed)' "$log" | tail -n 1 | tr -d '=')" >> "$summary"
 rm -f "$log"
 [ "$rc" = 0 ]
 echo "== summary"

@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
-# Serve the trained splade-tiny checkpoint with the patched CPU build on
-# loopback, and print a request that shows its sparse vector.
+# Serve the trained splade-tiny checkpoint, saved as a sentence-transformers
+# SparseEncoder folder, as a user does today: stock vLLM (the unpatched CPU
+# build of the pin) with the vllm-splade plugin, no flags; print a request
+# that shows its sparse vector.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 port=${PORT:-8000}
-model=build/models/splade-tiny
+model=build/models/splade-tiny-sparse-encoder
+stock=$(scripts/build-base-site.sh)
+if [ ! -f "$model/modules.json" ]; then
+  .venv/bin/python -c 'import sys; from tests.checkpoints import save_sparse_encoder_of
+save_sparse_encoder_of(sys.argv[1], sys.argv[2])' build/models/splade-tiny "$model" >/dev/null
+fi
 cat <<MSG
-serve: starting vLLM on 127.0.0.1:$port (ready in ~25 s; Ctrl-C stops it).
-serve: then, in another shell:
+serve: starting stock vLLM + vllm-splade on 127.0.0.1:$port (ready in ~25 s;
+serve: Ctrl-C stops it). Then, in another shell:
 
 curl -s http://127.0.0.1:$port/embed_sparse -H 'Content-Type: application/json' \\
   -d '{"inputs": "what causes aging fast", "return_tokens": true}'
@@ -16,11 +23,7 @@ curl -s http://127.0.0.1:$port/embed_sparse -H 'Content-Type: application/json' 
 30,522-float vector)
 
 MSG
-# splade-tiny is a plain BertForMaskedLM folder, which vLLM serves as
-# per-token masked-LM logits unless told it is SPLADE (a sentence-transformers
-# SparseEncoder folder would need no flag).
-export HF_HUB_OFFLINE=1 VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-1}
+export PYTHONPATH=$stock VLLM_PLUGINS=vllm_splade HF_HUB_OFFLINE=1 \
+  VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-1}
 exec .venv/bin/vllm serve "$model" --served-model-name splade-tiny \
-  --runner pooling --dtype float32 --enforce-eager \
-  --hf-overrides '{"architectures": ["BertSpladeSparseEmbeddingModel"]}' \
-  --host 127.0.0.1 --port "$port"
+  --dtype float32 --host 127.0.0.1 --port "$port"

@@ -9,6 +9,8 @@
 #                         or an unexpected failure
 #   vllm-tests.sh --fast  the SPLADE tests + the registry's BERT/SPLADE
 #                         subset, on the venv's patched build only (make test)
+#   vllm-tests.sh --plugin  the series' SPLADE family tests on the unpatched
+#                         build with the vllm-splade plugin (make test)
 # Environment: .venv-vllm-ci, vLLM CI's versions (requirements/vllm-ci.in:
 # sentence-transformers, transformers, pytest... as the pin's
 # requirements/test/cpu.txt pins them).
@@ -80,7 +82,7 @@ pooling=(
   "$E/embed/test_offline.py" "$E/basic/test_encode.py"
   "$E/scoring/test_bi_encoder_offline.py" "$E/embed/test_protocol.py"
   "$E/test_utils.py" "$E/test_factories.py" "$E/embed/test_online.py"
-  "$E/embed_sparse" tests/test_pooling_params.py
+  "$E/embed/test_embed_route.py" tests/test_pooling_params.py
 )
 
 version() {  # version of the vllm found first with PYTHONPATH=$1
@@ -93,6 +95,10 @@ lane() {
   local name=$1 treeish=$2 site=$3 dir="$out/$1"; shift 3
   rm -rf "$dir" && mkdir -p "$dir"
   git -C "$src" archive "$treeish" tests pyproject.toml | tar -x -C "$dir"
+  if [ -n "${VLLM_PLUGINS:-}" ]; then
+    # The vllm-splade plugin's tests of its /embed_sparse, in vLLM's layout.
+    cp -r tests/entrypoints/pooling/embed_sparse "$dir/tests/entrypoints/pooling/"
+  fi
   (
     cd "$dir"
     if [ -n "$site" ]; then export PYTHONPATH="$site"; fi
@@ -122,12 +128,39 @@ if [ -z "$tree" ] || ! git -C "$src" cat-file -e "$tree^{tree}" 2>/dev/null; the
   exit 1
 fi
 
+# The venv has the vllm-splade plugin (scripts/install-wheel.sh). vLLM loads
+# every general plugin unless VLLM_PLUGINS names some: the lanes that compare
+# the builds name none (an empty list), the plugin's lanes name it.
+export VLLM_PLUGINS=
+if [ "${1:-}" = --plugin ]; then
+  # The series' SPLADE tests on stock vLLM (the unpatched build) with the
+  # vllm-splade plugin the venv has (scripts/install-wheel.sh): every
+  # family against sentence-transformers, SparseEncoder folders with no
+  # flags. Not the masked-LM models of the series' modernbert.py, which the
+  # plugin does not ship, nor its unit tests of modules stock vLLM lacks.
+  # Its /embed_sparse too, but for Router folders, which need the series.
+  bsite=$(PYTHON_FOR_SITE="$py" scripts/build-base-site.sh)
+  export VLLM_PLUGINS=vllm_splade
+  lane plugin "$tree" "$bsite" "$P/test_splade.py" "$P/test_distilbert.py" \
+    "$P/test_modernbert.py" tests/entrypoints/pooling/embed_sparse \
+    --ignore=tests/entrypoints/pooling/embed_sparse/test_embed_sparse_router.py \
+    -k "not test_masked_lm_logits_match_transformers"
+  version=$(cat "$out/plugin.version")
+  if [ "$version" != "$(version "$bsite")" ]; then
+    echo "vllm-tests: the plugin lane ran vllm $version, not stock" >&2
+    exit 1
+  fi
+  exit
+fi
+
 if [ "${1:-}" = --fast ]; then
   # UltraVBert's registry entries import torchvision, left out of the venv
   # (requirements/vllm-runtime.in): they fail unpatched too.
+  export VLLM_PLUGINS=vllm_splade  # its /embed_sparse on the patched build
   lane fast "$tree" "" "$splade" tests/models/test_registry.py \
-    tests/entrypoints/pooling/embed_sparse tests/test_pooling_params.py \
-    -k "(bert or bge or coverage or splade or embed_sparse) and not UltraVBert"
+    tests/entrypoints/pooling/embed_sparse tests/entrypoints/pooling/embed/test_embed_route.py \
+    tests/test_pooling_params.py \
+    -k "(bert or bge or coverage or splade or embed_sparse or embed_route) and not UltraVBert"
   exit
 fi
 
@@ -140,21 +173,8 @@ if [ "$(version "$psite")" != "$patched" ] || [ "$(version "")" != "$patched" ];
   exit 1
 fi
 
-bsite="$PWD/build/vllm-base-site"
-base="$VLLM_VERSION+base.$(git -C "$src" rev-parse --short=8 'base^{tree}').cpu"
-if [ "$(version "$bsite")" != "$base" ]; then
-  wt="$PWD/build/vllm-base-tree"
-  git -C "$src" worktree remove --force "$wt" 2>/dev/null || rm -rf "$wt"
-  git -C "$src" worktree prune
-  trap 'git -C "$src" worktree remove --force "$wt"' EXIT
-  git -C "$src" worktree add --detach --quiet "$wt" base
-  TREE="$wt" DIST=build/vllm-base-dist LABEL=base scripts/build-wheel.sh cpu
-  git -C "$src" worktree remove --force "$wt" && trap - EXIT
-  rm -rf "$bsite"
-  build/tools/bin/uv pip install --quiet --python "$py" --no-deps \
-    --compile-bytecode --target "$bsite" \
-    "build/vllm-base-dist/vllm-$base-"*.whl
-fi
+bsite=$(PYTHON_FOR_SITE="$py" scripts/build-base-site.sh)
+base=$(version "$bsite")
 
 # Stand-ins for the pooling tests' hub models, in a hub cache of their own.
 export HF_HUB_CACHE="$PWD/$out-hub"

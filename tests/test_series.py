@@ -7,17 +7,17 @@ ROOT = Path(__file__).resolve().parents[1]
 TREE = ROOT / "build/vllm"
 # Test files that the series carries into vLLM's tests/, kept here as the
 # one source of truth at the same relative path.
-# The /embed_sparse one needs vLLM's tests/utils.py (RemoteOpenAIServer):
-# it runs in the vLLM lane (scripts/vllm-tests.sh), not in ours.
+# The served one needs vLLM's tests/utils.py (RemoteOpenAIServer): it runs
+# in the vLLM lane (scripts/vllm-tests.sh), not in ours. The vllm-splade
+# plugin's /embed_sparse tests (tests/entrypoints/pooling/embed_sparse/) are
+# not in the series: that lane adds them to the tree's tests.
 CARRIED = [
     "tests/models/language/pooling/test_splade.py",
     "tests/models/language/pooling/test_splade_sparse_pooler.py",
     "tests/models/language/pooling/test_distilbert.py",
     "tests/models/language/pooling/test_modernbert.py",
     "tests/models/language/pooling/test_splade_router.py",
-    "tests/entrypoints/pooling/embed_sparse/test_bge_m3.py",
-    "tests/entrypoints/pooling/embed_sparse/test_embed_sparse.py",
-    "tests/entrypoints/pooling/embed_sparse/test_embed_sparse_router.py",
+    "tests/entrypoints/pooling/embed/test_embed_route.py",
 ]
 
 

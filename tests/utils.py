@@ -46,7 +46,12 @@ class SpladeServer:
         self.proc: Optional[subprocess.Popen] = None
 
     def __enter__(self) -> "SpladeServer":
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", **self.env}
+        # VLLM_PLUGINS: the vllm-splade plugin's /embed_sparse, as a user
+        # enables it (on the patched build its models step aside).
+        env = {
+            **os.environ, "HF_HUB_OFFLINE": "1",
+            "VLLM_PLUGINS": "vllm_splade", **self.env
+        }
         self.log = open(f"/tmp/splade-server-{self.port}.log", "w")
         self.proc = subprocess.Popen(self.args,
                                      env=env,

@@ -25,19 +25,18 @@ def router_server(splade_tiny_router):
 
 @pytest.fixture(scope="session")
 def has_embed_sparse(splade_server) -> bool:
-    """Whether the served build has POST /embed_sparse (TEI's protocol):
-    being added to the series; until then the route is a 404."""
+    """POST /embed_sparse (TEI's protocol) is served: the vllm-splade
+    endpoint plugin, enabled with VLLM_PLUGINS as a user does."""
     status, _ = splade_server.request("/embed_sparse", {"inputs": "probe"})
-    return status != 404
+    assert status != 404, (
+        "/embed_sparse is a 404: the vllm-splade plugin is not installed in "
+        "this venv or not enabled (VLLM_PLUGINS=vllm_splade)")
+    return True
 
 
 @pytest.fixture
 def embed_sparse(has_embed_sparse) -> None:
-    """Use in tests of /embed_sparse: skips them while the route is absent."""
-    if not has_embed_sparse:
-        pytest.skip("POST /embed_sparse is not in this vLLM build yet "
-                    "(404): the TEI-protocol route is still being added to "
-                    "the series")
+    """Use in tests of /embed_sparse (fails while the route is absent)."""
 
 
 @pytest.fixture(scope="session")

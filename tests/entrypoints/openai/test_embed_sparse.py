@@ -1,10 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """POST /embed_sparse: TEI's request and response, checked against
 sentence-transformers, the top_k and return_tokens extras, truncation,
-prompts, and TEI's errors. Every test here skips, with
-the reason, while the served build has no such route (404)."""
+prompts, and TEI's errors. The route is the vllm-splade endpoint plugin's
+(tests.utils.SpladeServer enables it)."""
 import json
-import urllib.request
 
 import pytest
 import torch
@@ -239,18 +238,19 @@ def test_prompt_name_and_tokenizer_side(prompt_folder, prompt_server):
 
 
 def test_dense_model_has_no_embed_sparse(tmp_path):
-    """/embed_sparse exists only where the model produces sparse vectors
-    (SupportsSparseEmbedding): a dense server answers 404 and its OpenAPI
-    schema has no such path."""
+    """/embed_sparse serves only a model that produces sparse vectors: a
+    dense server answers as TEI 1.9 answers a model without SPLADE pooling
+    (424, Backend)."""
     from tests.models.language.pooling.test_splade_parity import (
         _save_synthetic_bert)
     _save_synthetic_bert(tmp_path, masked_lm=False)
     with SpladeServer(str(tmp_path), hf_overrides=None) as dense:
         status, data = dense.request("/embed_sparse", {"inputs": "hello"})
-        assert status == 404, data
-        with urllib.request.urlopen(dense.url + "/openapi.json") as r:
-            paths = json.loads(r.read())["paths"]
-        assert "/v1/embeddings" in paths and "/embed_sparse" not in paths
+        assert status == 424, data
+        assert data == {
+            "error": "Model is not an embedding model with SPLADE pooling",
+            "error_type": "Backend"
+        }
         # Its dense embeddings still work.
         assert dense.post("/v1/embeddings", {
             "model": dense.model,

@@ -233,7 +233,7 @@ def test_offline_dense_embed_is_unchanged(vllm_runner, bge_m3):
 def test_rows_of_token_ids():
     """Each output row's token id, as BOSEOSFilter leaves the rows; an
     output that cannot be one weight per token is a clear error."""
-    from vllm.entrypoints.pooling.embed_sparse.io_processor import (
+    from vllm_splade.embed_sparse.io_processor import (
         EmbedSparseIOProcessor,
     )
     from vllm.exceptions import VLLMServerError

@@ -15,8 +15,9 @@ import requests
 from fastapi import FastAPI
 
 from tests.utils import RemoteOpenAIServer
-from vllm.entrypoints.pooling.embed_sparse.api_router import tei_error_response
-from vllm.entrypoints.pooling.factories import register_pooling_api_routers
+from vllm_splade.embed_sparse import EmbedSparsePlugin
+from vllm_splade.embed_sparse.api_router import tei_error_response
+from vllm_splade.embed_sparse.tasks import sparse_embedding_task
 from vllm.exceptions import QueueOverflowError
 from vllm.tokenizers import get_tokenizer
 from vllm.v1.engine.exceptions import EngineDeadError
@@ -376,28 +377,32 @@ def test_chunked_body_over_payload_limit(server: RemoteOpenAIServer):
 
 
 @pytest.mark.parametrize(
-    ("sparse_task", "pooling_task", "served"),
+    ("architecture", "series", "task"),
     [
-        ("embed", "embed", True),  # SPLADE
-        (None, "embed", False),  # a dense model
-        ("token_classify", "token_classify", True),  # BGE-M3
-        ("token_classify", "embed", True),  # BGE-M3, dense endpoints
+        ("BertSpladeSparseEmbeddingModel", False, "embed"),  # SPLADE, stock
+        ("DistilBertSpladeSparseEmbeddingModel", False, "embed"),
+        ("MySpladeModel", True, "embed"),  # the series' SupportsSparseEmbedding
+        ("BgeM3EmbeddingModel", False, "token_classify"),  # lexical weights
+        ("BertModel", False, None),  # a dense model
     ],
 )
-def test_route_only_for_sparse_embedding_models(
-    sparse_task: str | None, pooling_task: str, served: bool
-):
-    """/embed_sparse is in the API (and its OpenAPI schema) only when the
-    model's class declares SupportsSparseEmbedding, whatever task the other
-    endpoints serve."""
+def test_sparse_embedding_task(architecture: str, series: bool, task: str | None):
+    """The task whose output /embed_sparse serves, by the served class."""
+    model_config = MagicMock(spec=["architecture", "is_sparse_embedding_model"])
+    model_config.architecture = architecture
+    model_config.is_sparse_embedding_model = series
+    assert sparse_embedding_task(model_config) == task
+
+
+def test_plugin_attaches_the_route():
+    """The endpoint plugin adds POST /embed_sparse (and its schema) to the
+    API server; a pooling server is required."""
+    plugin = EmbedSparsePlugin()
+    assert plugin.name == "vllm_splade"
+    assert set(plugin.required_tasks) == {"embed", "token_classify"}
     app = FastAPI()
-    model_config = MagicMock(
-        is_sparse_embedding_model=sparse_task is not None,
-        sparse_embedding_task=sparse_task,
-    )
-    model_config.get_pooling_task.return_value = pooling_task
-    register_pooling_api_routers(app, ("embed", "token_classify"), model_config)
-    assert ("/embed_sparse" in app.openapi()["paths"]) == served
+    plugin.attach_router(app)
+    assert "post" in app.openapi()["paths"]["/embed_sparse"]
 
 
 @pytest.mark.parametrize(

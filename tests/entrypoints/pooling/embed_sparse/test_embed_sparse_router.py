@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # SPDX-FileCopyrightText: Copyright contributors to the vLLM project
-"""An inference-free sparse encoder (a sentence-transformers Router) served:
-every entry point picks a route by name and gives sentence-transformers'
-encode_query / encode_document vectors; `/embed_sparse` maps TEI's
-`prompt_name` onto the route, applying the folder's prompt of that name."""
+"""An inference-free sparse encoder (a sentence-transformers Router) served
+by the series (Router folders need its patches) with the vllm-splade plugin:
+`/embed_sparse` maps TEI's `prompt_name` onto the route, applying the
+folder's prompt of that name, as encode_query / encode_document do."""
 
 import json
 import os
@@ -84,7 +84,7 @@ def _dense(sparse: list[dict], size: int) -> np.ndarray:
 
 
 @pytest.mark.parametrize("route", ["query", "document"])
-def test_every_entry_point_takes_the_route(
+def test_prompt_name_picks_the_route(
     route: str, server: RemoteOpenAIServer, reference
 ):
     size = reference[route].shape[1]
@@ -95,72 +95,17 @@ def test_every_entry_point_takes_the_route(
     for sparse, want in zip(tei.json(), reference[route]):
         _assert_close(route, _dense(sparse, size), want)
 
-    # Cohere's input_type names the route (and its prompt), as prompt_name.
-    cohere = requests.post(
-        server.url_for("v2/embed"),
-        json={"texts": TEXTS, "input_type": route, "embedding_types": ["float"]},
-    )
-    cohere.raise_for_status()
-    for vector, want in zip(cohere.json()["embeddings"]["float"], reference[route]):
-        _assert_close(route, np.array(vector), want)
-
-    # The route alone is the module chain; the prompt is text, as in
-    # sentence-transformers' encode(task=...).
-    prompted = [PROMPTS[route] + t for t in TEXTS]
-    for inputs, key in ((TEXTS, f"plain_{route}"), (prompted, route)):
-        embeddings = requests.post(
-            server.url_for("v1/embeddings"),
-            json={"input": inputs, "route": route},
-        )
-        embeddings.raise_for_status()
-        pooling = requests.post(
-            server.url_for("pooling"),
-            json={
-                "input": inputs,
-                "task": "embed",
-                "route": route,
-            },
-        )
-        pooling.raise_for_status()
-        for i, want in enumerate(reference[key]):
-            _assert_close(
-                route, np.array(embeddings.json()["data"][i]["embedding"]), want
-            )
-            _assert_close(route, np.array(pooling.json()["data"][i]["data"]), want)
-
 
 def test_default_route(server: RemoteOpenAIServer, reference):
-    """Without a route: the folder's default route (document) everywhere."""
+    """Without a prompt name: the folder's default route (document)."""
     size = reference["document"].shape[1]
     tei = requests.post(server.url_for("embed_sparse"), json={"inputs": TEXTS})
     tei.raise_for_status()
-    embeddings = requests.post(
-        server.url_for("v1/embeddings"),
-        json={"input": TEXTS},
-    )
-    embeddings.raise_for_status()
     for i, want in enumerate(reference["plain_document"]):
         _assert_close("document", _dense(tei.json()[i], size), want)
-        _assert_close(
-            "document", np.array(embeddings.json()["data"][i]["embedding"]), want
-        )
 
 
-def test_bad_routes_are_refused(server: RemoteOpenAIServer):
-    for endpoint, extra in (("v1/embeddings", {}), ("pooling", {"task": "embed"})):
-        body = {"input": TEXTS, "route": "passage"}
-        response = requests.post(server.url_for(endpoint), json={**body, **extra})
-        assert response.status_code == 400, response.text
-        assert "'passage'" in response.text and "query" in response.text
-    response = requests.post(
-        server.url_for("pooling"),
-        json={
-            "input": TEXTS,
-            "task": "token_embed",
-            "route": "query",
-        },
-    )
-    assert response.status_code == 400, response.text
+def test_unknown_prompt_name_is_refused(server: RemoteOpenAIServer):
     # TEI's answer to a prompt name that is no prompt (and here no route).
     response = requests.post(
         server.url_for("embed_sparse"), json={"inputs": TEXTS, "prompt_name": "x"}

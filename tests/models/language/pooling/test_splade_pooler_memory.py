@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from vllm.model_executor.models.bert import BertMLMHead, SPLADESparsePooler
+from vllm.model_executor.models.masked_lm import BertMLMHead
+from vllm.model_executor.models.splade import SPLADESparsePooler
 from vllm.pooling_params import PoolingParams
 from vllm.v1.pool.metadata import PoolingMetadata, PoolingStates
 

@@ -318,7 +318,7 @@ def test_broken_router_fails_at_load_naming_it(
 def test_routers_vllm_cannot_serve_are_refused(random_backbones, tmp_path):
     """Route mappings, another module beside the Router, and routes of other
     modules fail at load, naming what vLLM cannot serve."""
-    from vllm.transformers_utils.config import get_sparse_router_config
+    from vllm.transformers_utils.sparse_encoder import get_sparse_router_config
 
     backbone = random_backbones["BertForMaskedLM"]
     cases = {

@@ -10,12 +10,9 @@ import torch
 import torch.nn as nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from vllm.model_executor.models import bert
-from vllm.model_executor.models.bert import (
-    BertMLMHead,
-    SparseStaticEmbedding,
-    SPLADESparsePooler,
-)
+from vllm.model_executor.models import masked_lm, splade
+from vllm.model_executor.models.masked_lm import BertMLMHead
+from vllm.model_executor.models.splade import SparseStaticEmbedding, SPLADESparsePooler
 from vllm.pooling_params import PoolingParams
 from vllm.v1.pool.late_interaction_runner import LateInteractionRunner
 from vllm.v1.pool.metadata import PoolingMetadata, PoolingStates
@@ -86,7 +83,7 @@ def test_tied_decoder_loads_from_the_checkpoint_not_the_shard():
     weights = {"embeddings.weight": torch.randn(8, 4), "decoder.bias": torch.randn(8)}
     mapper = WeightsMapper(orig_to_new_prefix={"decoder.": "mlm_head.decoder."})
 
-    loaded = bert.load_masked_lm_weights(
+    loaded = masked_lm.load_masked_lm_weights(
         model, weights.items(), mapper, "embeddings.weight"
     )
     assert loaded == {
@@ -98,11 +95,11 @@ def test_tied_decoder_loads_from_the_checkpoint_not_the_shard():
     assert torch.equal(model.embeddings.weight, weights["embeddings.weight"][4:])
     # Without the embeddings there is nothing to tie, nor for an untied
     # model: the loader's check of what is missing names the decoder.
-    loaded = bert.load_masked_lm_weights(
+    loaded = masked_lm.load_masked_lm_weights(
         model, [("decoder.bias", weights["decoder.bias"])], mapper, "embeddings.weight"
     )
     assert loaded == {"mlm_head.decoder.bias"}
-    loaded = bert.load_masked_lm_weights(
+    loaded = masked_lm.load_masked_lm_weights(
         model, weights.items(), mapper, "embeddings.weight", tie_word_embeddings=False
     )
     assert loaded == {"embeddings.weight", "mlm_head.decoder.bias"}
@@ -150,7 +147,7 @@ def test_splade_pooler_matches_reference_formula(
     included, in one block of vocabulary columns or several, with either
     reduction."""
     monkeypatch.setattr(
-        bert, "_reduces_with_scatter", lambda _: reduce_with == "scatter_reduce"
+        splade, "_reduces_with_scatter", lambda _: reduce_with == "scatter_reduce"
     )
     torch.manual_seed(0)
     H, V = 5, 600  # block_bytes=1: blocks of 256, 256 and 88 columns
@@ -338,9 +335,9 @@ def test_splade_refuses_a_token_budget_below_max_model_len():
         scheduler_config=SimpleNamespace(max_num_batched_tokens=256),
     )
     with pytest.raises(ValueError, match=r"max_num_batched_tokens \(256\)"):
-        bert._check_whole_prompts_fit(config)
+        splade._check_whole_prompts_fit(config)
     config.scheduler_config.max_num_batched_tokens = 512
-    bert._check_whole_prompts_fit(config)
+    splade._check_whole_prompts_fit(config)
 
 
 @pytest.mark.cpu_model

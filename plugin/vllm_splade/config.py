@@ -1,0 +1,36 @@
+# SPDX-License-Identifier: Apache-2.0
+"""sentence-transformers SparseEncoder folders served with no flags: vLLM's
+`hf` config parser, then the series' reading of the folder's SpladePooling
+(`apply_sparse_encoder_config`, which the series calls in `get_config`)."""
+
+from pathlib import Path
+
+from transformers import PreTrainedConfig
+from vllm.transformers_utils.config import HFConfigParser, register_config_parser
+
+from .transformers_utils.sparse_encoder import apply_sparse_encoder_config
+
+
+class SparseEncoderConfigParser(HFConfigParser):
+    """vLLM's `hf` parser; a masked-LM backbone saved by a SparseEncoder
+    then gets its SPLADE architecture and pooling. `--hf-overrides` still
+    wins: vLLM applies them after the parser."""
+
+    def parse(
+        self,
+        model: str | Path,
+        trust_remote_code: bool,
+        revision: str | None = None,
+        code_revision: str | None = None,
+        **kwargs,
+    ) -> tuple[dict, PreTrainedConfig]:
+        config_dict, config = super().parse(
+            model, trust_remote_code, revision, code_revision, **kwargs
+        )
+        apply_sparse_encoder_config(config, str(model), revision)
+        return config_dict, config
+
+
+def register_sparse_encoder_config() -> None:
+    # vLLM logs that `hf` is replaced, once per process.
+    register_config_parser("hf")(SparseEncoderConfigParser)

@@ -1,0 +1,67 @@
+# SPDX-License-Identifier: Apache-2.0
+"""TEI's `/embed_sparse`, as a `vllm.endpoint_plugins` entry point.
+
+The route is attached to every API server with the plugin enabled
+(`VLLM_PLUGINS=vllm_splade`) whose engine pools; a model without sparse
+vectors answers it as TEI 1.9 answers a model without SPLADE pooling (424,
+"Model is not an embedding model with SPLADE pooling").
+"""
+
+from argparse import Namespace
+
+from fastapi import FastAPI
+from starlette.datastructures import State
+from vllm.engine.protocol import EngineClient
+from vllm.logger import init_logger
+
+logger = init_logger(f"vllm.{__name__}")
+
+
+class EmbedSparsePlugin:
+    name = "vllm_splade"
+    required_tasks = ("embed", "token_classify")
+
+    def attach_router(self, app: FastAPI) -> None:
+        from .api_router import router
+
+        app.include_router(router)
+
+    async def init_state(
+        self, engine_client: EngineClient | None, state: State, args: Namespace
+    ) -> None:
+        state.serving_embed_sparse = None
+        if engine_client is None:
+            return
+        from vllm.entrypoints.serve.utils.request_logger import RequestLogger
+        from vllm.renderers.chat_utils import ChatTemplateConfig, load_chat_template
+
+        from .serving import ServingEmbedSparse
+        from .tasks import sparse_embedding_task
+
+        model_config = engine_client.model_config
+        task = sparse_embedding_task(model_config)
+        if task not in await engine_client.get_supported_tasks():
+            logger.info(
+                "vllm-splade: /embed_sparse answers 424: %s gives no sparse "
+                "vectors the engine runs",
+                model_config.architecture,
+            )
+            return
+        request_logger = (
+            RequestLogger(max_log_len=args.max_log_len)
+            if args.enable_log_requests
+            else None
+        )
+        chat_template_config = ChatTemplateConfig(
+            chat_template=load_chat_template(args.chat_template),
+            chat_template_content_format=args.chat_template_content_format,
+            trust_request_chat_template=args.trust_request_chat_template,
+            trust_request_mm_kwargs=args.trust_request_mm_kwargs,
+        )
+        state.serving_embed_sparse = ServingEmbedSparse(
+            engine_client,
+            state.openai_serving_models,
+            request_logger=request_logger,
+            chat_template_config=chat_template_config,
+        )
+        logger.info("vllm-splade: /embed_sparse serves %s", task)

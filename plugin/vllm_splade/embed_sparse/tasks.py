@@ -1,0 +1,23 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Which pooling task gives a served model's sparse vectors."""
+
+from vllm.config import ModelConfig
+
+from .. import MODELS
+
+# BGE-M3's lexical weights: one per input token, its `token_classify`
+# output, which /embed_sparse reduces by token id.
+TOKEN_CLASSIFY_MODELS = {"BgeM3EmbeddingModel"}
+
+
+def sparse_embedding_task(model_config: ModelConfig) -> str | None:
+    """`embed` for SPLADE (one weight per vocabulary token), `token_classify`
+    for BGE-M3, None for a model without sparse vectors."""
+    architecture = model_config.architecture
+    if architecture in TOKEN_CLASSIFY_MODELS:
+        return "token_classify"
+    if architecture in MODELS or getattr(
+        model_config, "is_sparse_embedding_model", False
+    ):
+        return "embed"
+    return None

@@ -1,0 +1,143 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The vllm-splade plugin wheel (dist/, scripts/build-plugin.sh): it ships
+the series' own SPLADE modules, unchanged but for their imports; on stock
+vLLM (the unpatched CPU build of the pin) it registers SPLADE and reads
+SparseEncoder folders, saying so once; on the patched build it steps aside;
+on another vLLM release it refuses. The vectors on stock are checked against
+sentence-transformers in the vLLM lane (scripts/vllm-tests.sh --plugin)."""
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+TREE = ROOT / "build/vllm"
+STOCK = Path(os.environ.get("SPLADE_STOCK_SITE", ROOT / "build/vllm-base-site"))
+
+
+def _vendor():
+    spec = importlib.util.spec_from_file_location(
+        "vendor_series", ROOT / "scripts/vendor-series.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def wheel() -> zipfile.ZipFile:
+    (path, ) = (ROOT / "dist").glob("vllm_splade-*.whl")
+    with zipfile.ZipFile(path) as whl:
+        yield whl
+
+
+def test_wheel_ships_the_series_modules(wheel):
+    """One source: each shipped module is the series' file with its imports
+    pointed at the plugin, so the two cannot drift."""
+    vendor = _vendor()
+    for module, plugin_module in vendor.VENDORED.items():
+        series = (TREE / (module.replace(".", "/") + ".py")).read_text()
+        shipped = wheel.read(plugin_module.replace(".", "/") + ".py").decode()
+        assert shipped == vendor.vendored(module, series), (
+            f"{plugin_module} in the wheel is not the series' {module}: "
+            "run make build-plugin")
+    # The rest of the wheel is plugin/ itself.
+    for name in wheel.namelist():
+        if name.endswith(".py") and name.replace("/", ".")[:-3] not in (
+                vendor.VENDORED.values()):
+            source = (ROOT / "plugin" / name).read_text()
+            release = vendor.release()
+            assert wheel.read(name).decode() == source.replace(
+                "@VLLM_VERSION@", release), name
+
+
+def test_wheel_metadata(wheel):
+    vendor = _vendor()
+    info = next(n for n in wheel.namelist() if n.endswith("/METADATA"))
+    metadata = wheel.read(info).decode()
+    assert f"Requires-Dist: vllm=={vendor.release()}" in metadata
+    points = wheel.read(info.replace("METADATA", "entry_points.txt")).decode()
+    assert "[vllm.general_plugins]\nvllm_splade = vllm_splade:register" in points
+    assert ("[vllm.endpoint_plugins]\nvllm_splade = "
+            "vllm_splade.embed_sparse:EmbedSparsePlugin") in points
+
+
+def _run(code: str, site: Path | None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    env.pop("PYTHONPATH", None)
+    if site is not None:
+        if not (site / "vllm").is_dir():
+            pytest.fail(f"{site} has no vLLM: run scripts/build-base-site.sh")
+        env["PYTHONPATH"] = str(site)
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+REGISTER = """
+import json, vllm_splade
+from importlib.metadata import version
+from vllm import ModelRegistry
+from vllm.transformers_utils.config import get_config, get_config_parser
+vllm_splade.register()
+vllm_splade.register()  # every process may load plugins more than once
+models = {a: getattr(ModelRegistry.models[a], "module_name", "")
+          for a in vllm_splade.MODELS}
+config = get_config(FOLDER, trust_remote_code=False)
+print(json.dumps({"vllm": version("vllm"), "models": models,
+                  "parser": type(get_config_parser("hf")).__module__,
+                  "architectures": config.architectures,
+                  "pooling": getattr(config, "splade_pooling_strategy", None)}))
+"""
+
+
+@pytest.fixture(scope="module")
+def sparse_encoder(splade_tiny, tmp_path_factory) -> str:
+    from tests.checkpoints import ensure_folder, save_sparse_encoder_of
+    out = tmp_path_factory.mktemp("st") / "splade-tiny-sparse-encoder"
+    return str(ensure_folder(save_sparse_encoder_of, splade_tiny, out))
+
+
+def test_serves_splade_on_stock_vllm(sparse_encoder):
+    proc = _run(REGISTER.replace("FOLDER", repr(sparse_encoder)), STOCK)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout.splitlines()[-1])
+    assert "+base." in got["vllm"]
+    assert all(m.startswith("vllm_splade.models.") for m in
+               got["models"].values()), got
+    assert got["parser"] == "vllm_splade.config"
+    assert got["architectures"] == ["BertSpladeSparseEmbeddingModel"]
+    assert got["pooling"] == "max"
+    # vLLM's own class is replaced, and the log says so once.
+    assert proc.stderr.count("vllm-splade: serving BertSpladeSparseEmbedding"
+                             "Model with the SPLADE series' classes") == 1
+
+
+def test_steps_aside_on_the_series(sparse_encoder):
+    proc = _run(REGISTER.replace("FOLDER", repr(sparse_encoder)), None)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout.splitlines()[-1])
+    assert "+splade." in got["vllm"]
+    assert got["models"]["BertSpladeSparseEmbeddingModel"] == (
+        "vllm.model_executor.models.splade")
+    assert got["parser"] == "vllm.transformers_utils.config"
+    assert got["architectures"] == ["BertSpladeSparseEmbeddingModel"]
+    assert "vllm-splade: serving" not in proc.stderr
+
+
+def test_refuses_another_vllm_release():
+    code = """
+import vllm_splade
+from vllm import ModelRegistry
+vllm_splade.VLLM_RELEASE = "0.0.0"
+vllm_splade.register()
+print(getattr(ModelRegistry.models["BertSpladeSparseEmbeddingModel"],
+              "module_name", ""))
+"""
+    proc = _run(code, STOCK)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split()[-1] == "vllm.model_executor.models.bert"
+    assert "is written for vLLM 0.0.0" in proc.stderr
