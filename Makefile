@@ -36,7 +36,7 @@ check: source ## Each prefix of the series applies and byte-compiles
 lint: source $(LINT_TOOLS) ## vLLM's pre-commit linters on the tree after each patch
 	scripts/lint-series.sh 2>&1 | tee build/lint.log; exit $${PIPESTATUS[0]}
 
-build-wheel: apply $(TOOLS) ## Patched CUDA wheel in dist/ (FULL=1: compile with nvcc)
+build-wheel: apply $(TOOLS) build-plugin ## vllm-splade plugin + patched CUDA wheel in dist/ (FULL=1: compile with nvcc)
 ifeq ($(FULL),1)
 	PYTHON=python3 scripts/build-wheel-from-source.sh
 else
