@@ -109,7 +109,7 @@ def child(job_path: str) -> None:
               "tokens": sum(len(o.prompt_token_ids) for o in out)}
     if task == "token_classify":
         # /embed_sparse's reduction by token id, as the API server runs it.
-        from vllm.entrypoints.pooling.embed_sparse.io_processor import (
+        from vllm_splade.embed_sparse.io_processor import (
             EmbedSparseIOProcessor)
         reducer = EmbedSparseIOProcessor.__new__(EmbedSparseIOProcessor)
         reducer.task = task

@@ -23,7 +23,7 @@ logger = init_logger(f"vllm.{__name__}")
 VLLM_RELEASE = "@VLLM_VERSION@"
 
 # SPLADE architectures -> this package's classes (lazily imported).
-MODELS = {
+SPARSE_MODELS = {
     "BertSpladeSparseEmbeddingModel": "splade:BertSpladeSparseEmbeddingModel",
     "RobertaSpladeSparseEmbeddingModel": "splade:RobertaSpladeSparseEmbeddingModel",
     "ModernBertSpladeSparseEmbeddingModel": (
@@ -32,6 +32,13 @@ MODELS = {
     "DistilBertSpladeSparseEmbeddingModel": (
         "distilbert:DistilBertSpladeSparseEmbeddingModel"
     ),
+}
+# Everything registered: SPLADE, and the series' DistilBERT (new in vLLM:
+# stock 0.34 has no DistilBertModel and fails to load DistilBertForMaskedLM).
+MODELS = {
+    **SPARSE_MODELS,
+    "DistilBertModel": "distilbert:DistilBertEmbeddingModel",
+    "DistilBertForMaskedLM": "distilbert:DistilBertForMaskedLM",
 }
 
 

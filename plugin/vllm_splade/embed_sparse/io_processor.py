@@ -76,6 +76,13 @@ class EmbedSparseIOProcessor(PoolingIOProcessor):
             return PoolingParams(task=self.task, route=request.prompt_name)
         return PoolingParams(task=self.task)
 
+    def _is_static_route(self, params) -> bool:
+        """Whether `params` take an inference-free encoder's static route:
+        the series' PoolingIOProcessor knows; stock vLLM serves no Router
+        folder, so there it is never one."""
+        is_static = getattr(super(), "_is_static_route", None)
+        return bool(is_static and is_static(params))
+
     def to_vocab_weights(self, output: PoolingRequestOutput) -> torch.Tensor:
         """One weight per vocabulary token. A ``token_classify`` output (one
         weight per token, less the BOS/EOS rows BOSEOSFilter drops) becomes

@@ -3,7 +3,7 @@
 
 from vllm.config import ModelConfig
 
-from .. import MODELS
+from .. import SPARSE_MODELS
 
 # BGE-M3's lexical weights: one per input token, its `token_classify`
 # output, which /embed_sparse reduces by token id.
@@ -16,7 +16,7 @@ def sparse_embedding_task(model_config: ModelConfig) -> str | None:
     architecture = model_config.architecture
     if architecture in TOKEN_CLASSIFY_MODELS:
         return "token_classify"
-    if architecture in MODELS or getattr(
+    if architecture in SPARSE_MODELS or getattr(
         model_config, "is_sparse_embedding_model", False
     ):
         return "embed"
