@@ -7,6 +7,7 @@ TOOLS := build/tools/.stamp
 LINT_TOOLS := build/lint-tools/.stamp
 VENV := .venv/.stamp
 VENV_CI := .venv-vllm-ci/.stamp
+VENV_HS := .venv-haystack/.stamp
 export PYTHON ?= $(CURDIR)/build/tools/bin/python
 
 .PHONY: help source apply refresh-patches update-pin check build-wheel build-cpu-base build-wheel-cpu \
@@ -59,7 +60,7 @@ eval-inputs: ## all-MiniLM-L6-v2 and Debian's package descriptions (sha256-pinne
 	scripts/fetch-dense-model.sh
 	scripts/fetch-corpus.sh
 
-setup: $(VENV) $(VENV_CI) build-wheel-cpu build-plugin checkpoint eval-inputs ## .venv (ours) and .venv-vllm-ci (vLLM CI's versions) with the patched CPU build and the plugin
+setup: $(VENV) $(VENV_CI) $(VENV_HS) build-wheel-cpu build-plugin checkpoint eval-inputs ## .venv (ours) and .venv-vllm-ci (vLLM CI's versions) with the patched CPU build and the plugin
 	scripts/install-wheel.sh .venv
 	scripts/install-wheel.sh .venv-vllm-ci
 
@@ -90,8 +91,8 @@ pr: apply ## Signed-off branch + build/pr/NAME.md per upstream PR (patches/prs; 
 lock: source $(TOOLS) ## Re-lock requirements/{runtime,vllm-ci}.lock (date-pinned; vLLM CI's versions)
 	scripts/lock.sh
 
-clean: ## Remove build/, dist/, .venv/ and .venv-vllm-ci/
-	rm -rf build dist .venv .venv-vllm-ci
+clean: ## Remove build/, dist/ and the venvs
+	rm -rf build dist .venv .venv-vllm-ci .venv-haystack
 
 $(TOOLS): requirements/tools.txt
 	scripts/setup-tools.sh
@@ -104,3 +105,6 @@ $(VENV): requirements/runtime.lock $(TOOLS)
 
 $(VENV_CI): requirements/vllm-ci.lock $(TOOLS)
 	scripts/setup-venv.sh .venv-vllm-ci requirements/vllm-ci.lock
+
+$(VENV_HS): requirements/haystack.lock $(TOOLS)
+	scripts/setup-venv.sh .venv-haystack requirements/haystack.lock

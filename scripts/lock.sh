@@ -16,6 +16,10 @@ compile requirements/runtime.in \
   --exclude-newer-package sentence-transformers=2026-11-30T00:00:00Z \
   -o requirements/runtime.lock
 compile requirements/cpu-build.in -o requirements/cpu-build.lock
+# A client application's environment, as of the day its test was written.
+"$uv" pip compile --quiet --no-header --python-version 3.11 \
+  --python-platform x86_64-manylinux_2_28 --exclude-newer 2026-12-06T00:00:00Z \
+  requirements/haystack.in -o requirements/haystack.lock
 python3 scripts/ci-constraints.py build/vllm build/vllm-ci-constraints.txt
 compile requirements/vllm-ci.in -c build/vllm-ci-constraints.txt \
   -o requirements/vllm-ci.lock

@@ -146,8 +146,7 @@ class EmbedSparseIOProcessor(PoolingIOProcessor):
         return TokenizeParams(
             max_total_tokens=model_config.max_model_len,
             max_output_tokens=0,
-            # TEI's --auto-truncate is false by default.
-            truncate_prompt_tokens=-1 if request.truncate else None,
+            truncate_prompt_tokens=-1 if request.truncates else None,
             truncation_side=truncation_side,  # type: ignore[arg-type]
             do_lower_case=encoder_config.get("do_lower_case", False),
             add_special_tokens=True,
@@ -193,7 +192,7 @@ class EmbedSparseIOProcessor(PoolingIOProcessor):
                 for text in inputs
             ]
         tok_params = self.build_tok_params(request)
-        if request.truncate and tok_params.truncation_side is None:
+        if request.truncates and tok_params.truncation_side is None:
             # The tokenizer truncates only after encoding the whole text. Cut
             # what cannot reach the kept tokens first, as the renderer does
             # for an explicit truncation side.

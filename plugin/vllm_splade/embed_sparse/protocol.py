@@ -33,7 +33,8 @@ class EmbedSparseRequest(BaseModel):
         default=None,
         description=(
             "Truncate inputs longer than the model's maximum length instead "
-            "of refusing them. `null` or unset: TEI's default, false."
+            "of refusing them. `null` or unset: TEI 1.9's default "
+            "(`--auto-truncate`), true."
         ),
     )
     truncation_direction: Literal["Right", "Left", "right", "left"] = Field(
@@ -94,6 +95,12 @@ class EmbedSparseRequest(BaseModel):
         return self.inputs  # type: ignore[return-value]
 
     @property
+    def truncates(self) -> bool:
+        """TEI 1.9: unset or null truncates (`--auto-truncate` defaults to
+        true since 1.9.0, #829); only an explicit false refuses."""
+        return self.truncate is not False
+
+    @property
     def truncation_side(self) -> Literal["left", "right"]:
         return "left" if self.truncation_direction.lower() == "left" else "right"
 
@@ -121,7 +128,8 @@ TEI_ERROR_STATUS: dict[str, HTTPStatus] = {
     "Unhealthy": HTTPStatus.SERVICE_UNAVAILABLE,
     "Backend": HTTPStatus.FAILED_DEPENDENCY,
     "Overloaded": HTTPStatus.TOO_MANY_REQUESTS,
-    "Validation": HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+    # 422 since TEI 1.9.0 (#818); 413 up to 1.8.x.
+    "Validation": HTTPStatus.UNPROCESSABLE_ENTITY,
     "Tokenizer": HTTPStatus.UNPROCESSABLE_ENTITY,
     "Empty": HTTPStatus.BAD_REQUEST,
 }

@@ -12,7 +12,7 @@ from vllm.exceptions import VLLMValidationError
 from .io_processor import EmbedSparseIOProcessor
 from .protocol import EmbedSparseError, EmbedSparseRequest
 
-# TEI's --max-client-batch-size default: a request with more inputs is a 413.
+# TEI's --max-client-batch-size default: a request with more inputs is a 422.
 MAX_CLIENT_BATCH_SIZE = 32
 
 

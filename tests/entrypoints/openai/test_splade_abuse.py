@@ -71,7 +71,7 @@ def generate_cases(model: str,
     # TEI's `truncate: null` (unset) and fields TEI does not know (ignored).
     sparse({"inputs": "hello", "truncate": None}, texts=["hello"])
     sparse({"inputs": "hello", "normalize": True}, texts=["hello"])
-    # TEI's caps: 32 inputs a request (33 are a 413), 2 MB a body (413).
+    # TEI's caps: 32 inputs a request (33 are a 422), 2 MB a body (413).
     full = [rng.choice(PARITY_TEXTS[:45]) for _ in range(32)]
     sparse({"inputs": full}, texts=full)
     sparse({"inputs": full + ["one more"]}, expect="bad")
@@ -85,8 +85,9 @@ def generate_cases(model: str,
         {}, {"inputs": []}, {"inputs": None}, {"inputs": 5}, {"inputs": [[]]},
         {"inputs": [10**9]}, {"inputs": [-1]}, {"inputs": [1, "a"]},
         {"inputs": [["nested"]]}, {"inputs": [None]}, {"inputs": {"a": 1}},
-        {"inputs": ["ok", 3]}, {"inputs": TOO_LONG},
-        {"inputs": ["ok", TOO_LONG]}, {"inputs": "a", "top_k": -1},
+        {"inputs": ["ok", 3]}, {"inputs": TOO_LONG, "truncate": False},
+        {"inputs": ["ok", TOO_LONG], "truncate": False},
+        {"inputs": "a", "top_k": -1},
         {"inputs": "a", "top_k": 0}, {"inputs": "a", "top_k": 1.5},
         {"inputs": "a", "top_k": "3"}, {"inputs": "a", "top_k": -10**30},
         {"inputs": "a", "truncate": "yes"},

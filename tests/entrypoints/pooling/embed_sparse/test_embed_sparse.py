@@ -124,6 +124,21 @@ def _assert_matches(sparse: list[dict], vector: np.ndarray) -> None:
     np.testing.assert_allclose(values, vector[indices], rtol=0, atol=1e-5)
 
 
+@pytest.mark.parametrize("truncate", [None, "unset"])
+def test_truncate_unset_truncates(
+    server: RemoteOpenAIServer, sparse_encoder, truncate
+):
+    """TEI 1.9 (`--auto-truncate` true by default): an input longer than the
+    model's maximum is cut when `truncate` is unset or null, as with true."""
+    body = {"inputs": [LONG_TEXT, TEXTS[0]]}
+    if truncate != "unset":
+        body["truncate"] = truncate
+    response = _embed_sparse(server, **body)
+    response.raise_for_status()
+    want = _embed_sparse(server, inputs=[LONG_TEXT, TEXTS[0]], truncate=True)
+    assert response.json() == want.json()
+
+
 def test_tei_request(server: RemoteOpenAIServer, sparse_encoder):
     """A request as TEI's schema writes it, `truncate: null` (unset) and a
     field TEI does not know (ignored, as TEI's serde does) included."""
@@ -217,13 +232,17 @@ def test_truncate_token_ids(server: RemoteOpenAIServer, sparse_encoder, tokenize
         ({"inputs": []}, 400, "Empty", "`inputs` cannot be empty"),
         ({"inputs": [[]]}, 400, "Empty", "`inputs` cannot be empty"),
         ({"inputs": ["fine", ""]}, 400, "Empty", "`inputs` cannot be empty"),
-        # TEI's Validation, 413.
-        ({"inputs": ["short", LONG_TEXT]}, 413, "Validation", "maximum context"),
-        ({"inputs": LONG_TEXT, "truncate": False}, 413, "Validation", "512"),
-        ({"inputs": LONG_TEXT, "truncate": None}, 413, "Validation", "512"),
-        ({"inputs": ["word"] * 33}, 413, "Validation", "batch size 33 > maximum"),
-        ({"inputs": [10**6]}, 413, "Validation", "Token id 1000000 is out of"),
-        ({"inputs": "x", "prompt_name": "query"}, 413, "Validation", "no prompts"),
+        # TEI's Validation: 422 since TEI 1.9.0 (413 up to 1.8).
+        (
+            {"inputs": ["short", LONG_TEXT], "truncate": False},
+            422,
+            "Validation",
+            "maximum context",
+        ),
+        ({"inputs": LONG_TEXT, "truncate": False}, 422, "Validation", "512"),
+        ({"inputs": ["word"] * 33}, 422, "Validation", "batch size 33 > maximum"),
+        ({"inputs": [10**6]}, 422, "Validation", "Token id 1000000 is out of"),
+        ({"inputs": "x", "prompt_name": "query"}, 422, "Validation", "no prompts"),
         # TEI's JSON extractor: a body that is not the request, 422.
         ({"truncate": True}, 422, "Validation", "inputs: Field required"),
         ({"inputs": 5}, 422, "Validation", "inputs: expected a string"),
@@ -320,7 +339,7 @@ def test_priority_needs_priority_scheduling(server: RemoteOpenAIServer):
     # This server schedules first come, first served: a priority would be
     # silently ignored.
     response = _embed_sparse(server, inputs="x", priority=1)
-    _assert_error(response, 413, "Validation", "--scheduling-policy priority")
+    _assert_error(response, 422, "Validation", "--scheduling-policy priority")
     _embed_sparse(server, inputs="x", priority=0).raise_for_status()
 
 

@@ -110,5 +110,5 @@ def test_unknown_prompt_name_is_refused(server: RemoteOpenAIServer):
     response = requests.post(
         server.url_for("embed_sparse"), json={"inputs": TEXTS, "prompt_name": "x"}
     )
-    assert response.status_code == 413, response.text
+    assert response.status_code == 422, response.text
     assert response.json()["error_type"] == "Validation"
