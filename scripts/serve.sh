@@ -8,10 +8,8 @@ cd "$(dirname "$0")/.."
 port=${PORT:-8000}
 model=build/models/splade-tiny-sparse-encoder
 stock=$(scripts/build-base-site.sh)
-if [ ! -f "$model/modules.json" ]; then
-  .venv/bin/python -c 'import sys; from tests.checkpoints import save_sparse_encoder_of
-save_sparse_encoder_of(sys.argv[1], sys.argv[2])' build/models/splade-tiny "$model" >/dev/null
-fi
+.venv/bin/python -c 'from hybrid.models import ensure_splade; ensure_splade()' \
+  >/dev/null
 cat <<MSG
 serve: starting stock vLLM + vllm-splade on 127.0.0.1:$port (ready in ~25 s;
 serve: Ctrl-C stops it). Then, in another shell:

@@ -85,3 +85,31 @@ def test_a_refused_batch_is_a_clear_client_error(answers):
     }
     assert re.search(r"Client error '422 Unprocessable (Content|Entity)'",
                      refused["message"]), refused["message"]
+
+
+def usage_example() -> tuple[str, str]:
+    """The shell and Python blocks of docs/usage.md's "Haystack"."""
+    text = (ROOT / "docs/usage.md").read_text()
+    section = text.split("\n## Haystack\n", 1)[1].split("\n## ", 1)[0]
+    shell = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+    python = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    return shell, python
+
+
+def test_the_usage_example_runs(splade_server, tmp_path):
+    """docs/usage.md's example, as written, in the Haystack venv, against
+    the session's server (splade-tiny; the example serves it as its
+    SparseEncoder folder, which gives the same vectors)."""
+    shell, python = usage_example()
+    assert ("VLLM_PLUGINS=vllm_splade vllm serve "
+            "build/models/splade-tiny-sparse-encoder --port 8000") in shell
+    assert python.count("http://localhost:8000") == 2
+    script = tmp_path / "example.py"
+    script.write_text(python.replace("http://localhost:8000", splade_server.url))
+    proc = subprocess.run(
+        [haystack_python(), str(script)], capture_output=True, text=True,
+        timeout=300, env={k: v for k, v in os.environ.items()
+                          if k != "PYTHONPATH"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.startswith(
+        "['Paris is the capital and largest city of France.'"), proc.stdout
