@@ -3,7 +3,7 @@ plugin/ as it is, plus the series' SPLADE modules from the patched tree
 TREE, their imports pointed at the plugin's copies (or at the installed
 vLLM for everything else), and the pin's release number filled in.
 
-The copies are generated, never edited: tests/plugins/test_vendored.py
+The copies are generated, never edited: tests/plugins_tests/test_vllm_splade.py
 checks that the wheel holds exactly what `vendored()` makes of the tree."""
 import re
 import shutil

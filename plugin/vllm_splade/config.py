@@ -1,20 +1,24 @@
 # SPDX-License-Identifier: Apache-2.0
-"""sentence-transformers SparseEncoder folders served with no flags: vLLM's
-`hf` config parser, then the series' reading of the folder's SpladePooling
+"""sentence-transformers SparseEncoder folders served with no flags: the
+`hf` config parser in place when the plugin loads (vLLM's, or another
+plugin's), then the series' reading of the folder's SpladePooling
 (`apply_sparse_encoder_config`, which the series calls in `get_config`)."""
 
 from pathlib import Path
 
 from transformers import PreTrainedConfig
-from vllm.transformers_utils.config import HFConfigParser, register_config_parser
+from vllm.transformers_utils.config import get_config_parser, register_config_parser
+from vllm.transformers_utils.config_parser_base import ConfigParserBase
 
 from .transformers_utils.sparse_encoder import apply_sparse_encoder_config
 
 
-class SparseEncoderConfigParser(HFConfigParser):
-    """vLLM's `hf` parser; a masked-LM backbone saved by a SparseEncoder
-    then gets its SPLADE architecture and pooling. `--hf-overrides` still
-    wins: vLLM applies them after the parser."""
+class SparseEncoderConfigParser(ConfigParserBase):
+    """The `hf` parser it replaced (`wrapped`); a masked-LM backbone saved
+    by a SparseEncoder then gets its SPLADE architecture and pooling.
+    `--hf-overrides` still wins: vLLM applies them after the parser."""
+
+    wrapped: ConfigParserBase
 
     def parse(
         self,
@@ -24,7 +28,7 @@ class SparseEncoderConfigParser(HFConfigParser):
         code_revision: str | None = None,
         **kwargs,
     ) -> tuple[dict, PreTrainedConfig]:
-        config_dict, config = super().parse(
+        config_dict, config = self.wrapped.parse(
             model, trust_remote_code, revision, code_revision, **kwargs
         )
         apply_sparse_encoder_config(config, str(model), revision)
@@ -32,5 +36,9 @@ class SparseEncoderConfigParser(HFConfigParser):
 
 
 def register_sparse_encoder_config() -> None:
-    # vLLM logs that `hf` is replaced, once per process.
+    previous = get_config_parser("hf")
+    if isinstance(previous, SparseEncoderConfigParser):
+        return
+    SparseEncoderConfigParser.wrapped = previous
+    # vLLM logs that `hf` is replaced.
     register_config_parser("hf")(SparseEncoderConfigParser)

@@ -46,7 +46,8 @@ def jobs(tmp_path_factory) -> list[dict]:
     return jobs
 
 
-def tp2_results(jobs: list[dict], tmp_path: Path) -> dict:
+def tp2_results(jobs: list[dict], tmp_path: Path, site: str | None = None) -> dict:
+    """TP=2 results of `jobs`, with the vLLM of `site` (the venv's if None)."""
     job_file, out_file = tmp_path / "job.json", tmp_path / "out.pt"
     job_file.write_text(json.dumps({"texts": TEXTS, "models": jobs}))
     env = dict(os.environ, VLLM_ENABLE_V1_MULTIPROCESSING="0",
@@ -54,7 +55,7 @@ def tp2_results(jobs: list[dict], tmp_path: Path) -> dict:
                # which a one-node machine lacks.
                VLLM_CPU_OMP_THREADS_BIND="0|1",
                PYTHONPATH=os.pathsep.join(
-                   filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+                   filter(None, [str(ROOT), site, os.environ.get("PYTHONPATH")])))
     proc = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone",
          "--nproc-per-node", "2",
@@ -90,3 +91,21 @@ def test_tensor_parallel_2_equals_1(jobs, tmp_path):
             for g, w in zip(got[job["model"]], want, strict=True):
                 torch.testing.assert_close(g, w, rtol=0, atol=1e-5, msg=name)
         print(f"\n{name}: TP=2 equals TP=1")
+
+
+def test_stock_vllm_with_the_plugin_at_tensor_parallel_2(jobs, tmp_path):
+    """Stock vLLM 0.34.0 (the unpatched CPU build) with the vllm-splade
+    plugin serves the SPLADE families whose TP=2 needs no core fix (all but
+    ModernBERT, whose attention heads patch 5 fixes) at TP=2 with the
+    series' TP=1 vectors."""
+    stock = os.environ.get("SPLADE_STOCK_SITE",
+                           str(ROOT / "build/vllm-base-site"))
+    if not os.path.isdir(os.path.join(stock, "vllm")):
+        pytest.fail(f"{stock} has no vLLM: run scripts/build-base-site.sh")
+    splade = [job for job in jobs if job["task"] == "embed" and
+              job["architecture"] != "ModernBertSpladeSparseEmbeddingModel"]
+    got = tp2_results(splade, tmp_path, site=stock)
+    assert "+base." in got["vllm"]
+    for job in splade:
+        assert got[job["model"] + ":architecture"] == job["architecture"]
+        assert_same_sparse_vectors(got[job["model"]], tp1_result(job))

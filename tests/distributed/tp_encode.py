@@ -37,6 +37,8 @@ def main(job_file: str, out_file: str) -> None:
         results[item["model"] + ":architecture"] = llm.model_config.architecture
         engines.append(llm)
     if int(os.environ["RANK"]) == 0:
+        from importlib.metadata import version
+        results["vllm"] = version("vllm")
         torch.save(results, out_file)
 
 

@@ -111,9 +111,12 @@ def test_serves_splade_on_stock_vllm(sparse_encoder):
     assert got["parser"] == "vllm_splade.config"
     assert got["architectures"] == ["BertSpladeSparseEmbeddingModel"]
     assert got["pooling"] == "max"
-    # vLLM's own class is replaced, and the log says so once.
-    assert proc.stderr.count("vllm-splade: serving BertSpladeSparseEmbedding"
-                             "Model with the SPLADE series' classes") == 1
+    # vLLM's own class is replaced, DistilBERT added, and the log says so
+    # once however often vLLM loads the plugin.
+    assert proc.stderr.count("vllm-splade: serving") == 1, proc.stderr
+    assert ("vllm-splade: serving BertSpladeSparseEmbeddingModel with the "
+            "SPLADE series' classes") in proc.stderr
+    assert "adding DistilBertForMaskedLM, DistilBertModel, Distil" in proc.stderr
 
 
 def test_steps_aside_on_the_series(sparse_encoder):
@@ -126,6 +129,28 @@ def test_steps_aside_on_the_series(sparse_encoder):
     assert got["parser"] == "vllm.transformers_utils.config"
     assert got["architectures"] == ["BertSpladeSparseEmbeddingModel"]
     assert "vllm-splade: serving" not in proc.stderr
+
+
+def test_wraps_another_plugins_hf_parser(sparse_encoder):
+    """A parser another plugin put in place for `hf` keeps working: the
+    SparseEncoder reading runs after it."""
+    code = f"""
+from vllm.transformers_utils.config import (HFConfigParser, get_config,
+                                            register_config_parser)
+@register_config_parser("hf")
+class Theirs(HFConfigParser):
+    def parse(self, *args, **kwargs):
+        config_dict, config = super().parse(*args, **kwargs)
+        config.update({{"theirs": True}})
+        return config_dict, config
+import vllm_splade
+vllm_splade.register()
+config = get_config({str(sparse_encoder)!r}, trust_remote_code=False)
+print(config.architectures[0], getattr(config, "theirs", False))
+"""
+    proc = _run(code, STOCK)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split()[-2:] == ["BertSpladeSparseEmbeddingModel", "True"]
 
 
 def test_refuses_another_vllm_release():
@@ -141,3 +166,23 @@ print(getattr(ModelRegistry.models["BertSpladeSparseEmbeddingModel"],
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split()[-1] == "vllm.model_executor.models.bert"
     assert "is written for vLLM 0.0.0" in proc.stderr
+    assert "/embed_sparse are off" in proc.stderr
+
+
+def test_endpoint_refuses_another_vllm_release():
+    """vLLM catches a plugin factory's error, logs it and serves no
+    /embed_sparse (load_endpoint_plugins)."""
+    code = """
+import vllm_splade
+from vllm_splade.embed_sparse import EmbedSparsePlugin
+EmbedSparsePlugin()
+vllm_splade.VLLM_RELEASE = "0.0.0"
+try:
+    EmbedSparsePlugin()
+except RuntimeError as error:
+    print("refused:", error)
+"""
+    proc = _run(code, STOCK)
+    assert proc.returncode == 0, proc.stderr
+    assert "refused: vllm-splade" in proc.stdout
+    assert "written for vLLM 0.0.0" in proc.stdout

@@ -21,6 +21,14 @@ class EmbedSparsePlugin:
     name = "vllm_splade"
     required_tasks = ("embed", "token_classify")
 
+    def __init__(self) -> None:
+        # Written for one vLLM release (or one with the series): on another,
+        # vLLM logs this and loads no /embed_sparse.
+        from .. import refusal, release_supported, series_in_tree
+
+        if not (series_in_tree() or release_supported()):
+            raise RuntimeError(refusal())
+
     def attach_router(self, app: FastAPI) -> None:
         from .api_router import router
 

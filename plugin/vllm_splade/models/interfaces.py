@@ -13,7 +13,7 @@ else:
 
     @runtime_checkable
     class SupportsSparseEmbedding(Protocol):  # type: ignore[no-redef]
-        """Pooling models that give sparse vectors over the vocabulary."""
+        """Pooling models whose `embed` output is a sparse vector over the
+        vocabulary."""
 
         supports_sparse_embedding: ClassVar[Literal[True]] = True
-        sparse_embedding_task: ClassVar[Literal["embed", "token_classify"]] = "embed"
