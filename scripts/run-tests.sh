@@ -43,23 +43,19 @@ lane "ours (tests/)" tests --ignore=tests/entrypoints/pooling \
   --ignore=tests/models/language/pooling/test_distilbert.py \
   --ignore=tests/models/language/pooling/test_modernbert.py \
   --ignore=tests/models/language/pooling/test_splade_router.py
-log=$(mktemp)
-echo "== vLLM: the series' tests + registry (Bert, coverage, Splade)"
-set +e
-scripts/vllm-tests.sh --fast 2>&1 | tee "$log"
-rc=${PIPESTATUS[0]}
-set -e
-echo "vLLM: the series' tests + registry: $(grep -E '^=* ?[0-9]+ (passed|failed)' "$log" | tail -n 1 | tr -d '=')" >> "$summary"
-rm -f "$log"
-[ "$rc" = 0 ]
-log=$(mktemp)
-echo "== vLLM: the series' SPLADE tests on stock vLLM + the vllm-splade plugin"
-set +e
-scripts/vllm-tests.sh --plugin 2>&1 | tee "$log"
-rc=${PIPESTATUS[0]}
-set -e
-echo "vLLM: SPLADE on stock vLLM + plugin: $(grep -E '^=* ?[0-9]+ (passed|failed)' "$log" | tail -n 1 | tr -d '=')" >> "$summary"
-rm -f "$log"
-[ "$rc" = 0 ]
+vllm_lane() {  # vllm_lane TITLE ARG: a lane of scripts/vllm-tests.sh ARG
+  local title=$1 log rc
+  log=$(mktemp)
+  echo "== vLLM: $title"
+  set +e
+  scripts/vllm-tests.sh "$2" 2>&1 | tee "$log"
+  rc=${PIPESTATUS[0]}
+  set -e
+  echo "vLLM: $title: $(grep -E '^=* ?[0-9]+ (passed|failed)' "$log" | tail -n 1 | tr -d '=')" >> "$summary"
+  rm -f "$log"
+  return "$rc"
+}
+vllm_lane "the series' tests + registry" --fast
+vllm_lane "SPLADE on stock vLLM + the vllm-splade plugin" --plugin
 echo "== summary"
 cat "$summary"

@@ -2,6 +2,7 @@
 """A vLLM server on a free loopback port, started and stopped by PID."""
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -9,6 +10,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import Any, Optional
 
 SPLADE_OVERRIDES = {"architectures": ["BertSpladeSparseEmbeddingModel"]}
@@ -115,3 +117,14 @@ class SpladeServer:
             })
             vectors += [d["embedding"] for d in body["data"]]
         return vectors
+
+
+def usage_example(section: str) -> tuple[str, str]:
+    """The shell and Python blocks of a section of docs/usage.md, which a
+    test runs as written."""
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "docs/usage.md").read_text()
+    body = text.split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
+    shell = re.search(r"```bash\n(.*?)```", body, re.S).group(1)
+    python = re.search(r"```python\n(.*?)```", body, re.S).group(1)
+    return shell, python

@@ -8,13 +8,12 @@ checked against sentence-transformers' vectors of the same texts."""
 import contextlib
 import io
 import json
-import re
 from pathlib import Path
 
 import pytest
 
 from hybrid import models, report, run
-from tests.utils import SpladeServer
+from tests.utils import SpladeServer, usage_example
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS, QUERIES = 300, 50
@@ -92,20 +91,11 @@ def test_the_report_renders(results, tmp_path):
     assert json.loads((work / "results.json").read_text()) == out
 
 
-def usage_example() -> tuple[str, str]:
-    """The shell and Python blocks of docs/usage.md's "Hybrid search"."""
-    text = (ROOT / "docs/usage.md").read_text()
-    section = text.split("## Hybrid search", 1)[1].split("\n## ", 1)[0]
-    shell = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
-    python = re.search(r"```python\n(.*?)```", section, re.S).group(1)
-    return shell, python
-
-
 def test_the_usage_example_runs(servers, tmp_path):
     """docs/usage.md's example, as written, against the two servers it
     starts (here: the fixture's, on other ports)."""
     s, d, sparse, dense = servers
-    shell, python = usage_example()
+    shell, python = usage_example("Hybrid search")
     assert f"vllm serve {models.SPLADE} --port 8000" in shell
     assert f"vllm serve {models.DENSE} --port 8001" in shell
     code = python

@@ -18,6 +18,7 @@ import torch
 
 from tests.conftest import st_vectors
 from tests.models.language.pooling.splade_texts import PARITY_TEXTS
+from tests.utils import usage_example
 
 ROOT = Path(__file__).resolve().parents[3]
 HAYSTACK = ROOT / ".venv-haystack/bin/python"
@@ -87,20 +88,11 @@ def test_a_refused_batch_is_a_clear_client_error(answers):
                      refused["message"]), refused["message"]
 
 
-def usage_example() -> tuple[str, str]:
-    """The shell and Python blocks of docs/usage.md's "Haystack"."""
-    text = (ROOT / "docs/usage.md").read_text()
-    section = text.split("\n## Haystack\n", 1)[1].split("\n## ", 1)[0]
-    shell = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
-    python = re.search(r"```python\n(.*?)```", section, re.S).group(1)
-    return shell, python
-
-
 def test_the_usage_example_runs(splade_server, tmp_path):
     """docs/usage.md's example, as written, in the Haystack venv, against
     the session's server (splade-tiny; the example serves it as its
     SparseEncoder folder, which gives the same vectors)."""
-    shell, python = usage_example()
+    shell, python = usage_example("Haystack")
     assert ("VLLM_PLUGINS=vllm_splade vllm serve "
             "build/models/splade-tiny-sparse-encoder --port 8000") in shell
     assert python.count("http://localhost:8000") == 2
