@@ -8,6 +8,8 @@ checked against sentence-transformers' vectors of the same texts."""
 import contextlib
 import io
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -110,3 +112,29 @@ def test_the_usage_example_runs(servers, tmp_path):
             exec(compile(code, "docs/usage.md", "exec"), {})
         assert printed.getvalue().startswith("['catcodec decodes"), \
             printed.getvalue()
+
+
+def test_the_haystack_example_runs(servers, tmp_path):
+    """docs/usage.md's "Haystack" example, as written, in the Haystack venv
+    (a client application's environment), against the two servers."""
+    from tests.entrypoints.openai.test_haystack import haystack_python
+    s, d, sparse, dense = servers
+    shell, python = usage_example("Haystack")
+    assert f"VLLM_PLUGINS=vllm_splade vllm serve {models.SPLADE} --port 8000" \
+        in shell
+    assert (f"vllm serve {models.DENSE} --served-model-name "
+            f"{d.model} --port 8001") in shell
+    code = python
+    for written, here in [("http://localhost:8000", s.url),
+                          ("http://localhost:8001", d.url)]:
+        assert code.count(written) == 1, written
+        code = code.replace(written, here)
+    script = tmp_path / "example.py"
+    script.write_text(code)
+    proc = subprocess.run(
+        [haystack_python(), str(script)], capture_output=True, text=True,
+        timeout=300, env={k: v for k, v in os.environ.items()
+                          if k != "PYTHONPATH"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.startswith(
+        "['Paris is the capital and largest city of France.'"), proc.stdout

@@ -18,7 +18,6 @@ import torch
 
 from tests.conftest import st_vectors
 from tests.models.language.pooling.splade_texts import PARITY_TEXTS
-from tests.utils import usage_example
 
 ROOT = Path(__file__).resolve().parents[3]
 HAYSTACK = ROOT / ".venv-haystack/bin/python"
@@ -86,22 +85,3 @@ def test_a_refused_batch_is_a_clear_client_error(answers):
     }
     assert re.search(r"Client error '422 Unprocessable (Content|Entity)'",
                      refused["message"]), refused["message"]
-
-
-def test_the_usage_example_runs(splade_server, tmp_path):
-    """docs/usage.md's example, as written, in the Haystack venv, against
-    the session's server (splade-tiny; the example serves it as its
-    SparseEncoder folder, which gives the same vectors)."""
-    shell, python = usage_example("Haystack")
-    assert ("VLLM_PLUGINS=vllm_splade vllm serve "
-            "build/models/splade-tiny-sparse-encoder --port 8000") in shell
-    assert python.count("http://localhost:8000") == 2
-    script = tmp_path / "example.py"
-    script.write_text(python.replace("http://localhost:8000", splade_server.url))
-    proc = subprocess.run(
-        [haystack_python(), str(script)], capture_output=True, text=True,
-        timeout=300, env={k: v for k, v in os.environ.items()
-                          if k != "PYTHONPATH"})
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.startswith(
-        "['Paris is the capital and largest city of France.'"), proc.stdout
