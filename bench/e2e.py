@@ -8,6 +8,9 @@ For one checkpoint, on the same texts, side by side in one run:
 - upstream: the same in the unpatched build of the same pin (tag `base`,
   installed under build/vllm-base-site, --site), on the copy of the
   checkpoint that upstream can load (bench/models.py `ensure_upstream`);
+- stock + plugin: that unpatched build with the vllm-splade plugin
+  (VLLM_PLUGINS=vllm_splade), on the checkpoint as it is, on the README's
+  path: what a user of the official wheel runs;
 - sentence-transformers: `SparseEncoder.encode(batch_size=32)`;
 - the floor: vLLM's dense BertModel embedding of the same backbone
   (patched build) plus the bare decoder GEMM on the same number of tokens.
@@ -82,10 +85,13 @@ def child(job_path: str) -> None:
     import vllm
     from vllm import LLM
     from vllm.model_executor.models import bert
-    try:  # the series keeps SPLADE in its own module; upstream in bert.py
-        from vllm.model_executor.models import splade
-    except ImportError:
-        splade = bert
+    if job["plugin"]:  # the plugin's copy of the series' module
+        from vllm_splade.models import splade
+    else:  # the series keeps SPLADE in its own module; upstream in bert.py
+        try:
+            from vllm.model_executor.models import splade
+        except ImportError:
+            splade = bert
     build = version("vllm")
     print(f"bench: {job['name']}: vllm {build} from "
           f"{Path(vllm.__file__).parent}", file=sys.stderr, flush=True)
@@ -156,8 +162,10 @@ def _scan(embedding: list[float]) -> tuple[list[int], list[float]]:
 def vllm_run(name: str, build: str, site: Path | None, model: Path,
              overrides: dict, texts_path: Path, paths: tuple[str, ...],
              terms: bool = True, dtype: str = "float32",
-             dump: Path | None = None, check: int = 0) -> dict:
-    """One vLLM run in a subprocess with `site` first on its path."""
+             dump: Path | None = None, check: int = 0,
+             plugin: bool = False) -> dict:
+    """One vLLM run in a subprocess with `site` first on its path (and the
+    vllm-splade plugin on with `plugin`)."""
     job_path = BENCH / f"e2e-job-{name}.json"
     out = BENCH / f"e2e-job-{name}.out.json"
     out.unlink(missing_ok=True)
@@ -165,10 +173,11 @@ def vllm_run(name: str, build: str, site: Path | None, model: Path,
         "name": name, "build": build, "model": str(model),
         "overrides": overrides, "texts": str(texts_path), "out": str(out),
         "dump": str(dump) if dump else None, "check": check,
-        "paths": paths, "terms": terms, "dtype": dtype,
+        "paths": paths, "terms": terms, "dtype": dtype, "plugin": plugin,
     }))
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)
+    env["VLLM_PLUGINS"] = "vllm_splade" if plugin else ""
     if site is not None:
         env["PYTHONPATH"] = str(site)
     subprocess.run([sys.executable, "-m", "bench.e2e", "child",
@@ -249,13 +258,17 @@ def main(which: str, out_path: str, num_texts: int, rounds: int,
         "max_len": max(lens),
         "upstream_model": str(upstream.relative_to(ROOT)),
     }
-    dumps = {side: BENCH / f"e2e-{which}-{side}.pt"
-             for side in ("patched", "upstream")}
+    # The runs whose vectors are checked, by their key in `runs`.
+    dumps = {key: BENCH / f"e2e-{which}-{key[:-2]}.pt"
+             for key in ("patched_s", "upstream_s", "plugin_rec_s")}
     runs = {
         "patched_s": partial(vllm_run, "patched", "splade", None, path,
                              SPLADE, texts_path, ("list", "data")),
         "upstream_s": partial(vllm_run, "upstream", "base", site, upstream,
                               SPLADE, texts_path, ("list", "data")),
+        "plugin_rec_s": partial(vllm_run, "plugin", "base", site, path,
+                                SPLADE, texts_path, ("data", ),
+                                plugin=True),
         "patched_bf16_rec_s": partial(vllm_run, "patched_bf16", "splade",
                                       None, path, SPLADE, texts_path,
                                       ("data", ), dtype="bfloat16"),
@@ -265,8 +278,8 @@ def main(which: str, out_path: str, num_texts: int, rounds: int,
                           config.vocab_size, sum(lens)),
         "st_s": partial(st_seconds, path, texts),
     }
-    for side, dump in dumps.items():  # the first round also checks
-        runs[side + "_s"] = partial(runs[side + "_s"], dump=dump, check=check)
+    for key, dump in dumps.items():  # the first round also checks
+        runs[key] = partial(runs[key], dump=dump, check=check)
     for round_ in range(rounds):  # interleaved; the best of each is kept
         for key, run in runs.items():
             figures = run()
@@ -277,35 +290,40 @@ def main(which: str, out_path: str, num_texts: int, rounds: int,
                     print(f"bench: {path.name} {k[:-2]} {figures[k]:.2f} s "
                           f"(CPU {figures[k[:-2] + '_cpu_s']:.2f} s)",
                           flush=True)
-            if round_ == 0 and key == "upstream_s":
+            if round_ == 0 and key == "plugin_rec_s":
                 result.update(check_vectors(dumps, path, texts[:check]))
-                for side in dumps:  # once is enough
-                    runs[side + "_s"] = partial(runs[side + "_s"], dump=None,
-                                                check=0)
+                for key in dumps:  # once is enough
+                    runs[key] = partial(runs[key], dump=None, check=0)
     Path(out_path).write_text(json.dumps(result, indent=1))
 
 
 def check_vectors(dumps: dict[str, Path], path: Path,
                   texts: list[str]) -> dict:
-    """Upstream (converted copy) vs patched (original) on the same texts:
-    stop unless they match within CHECK_TOL; ST's difference for scale."""
-    patched = torch.load(dumps["patched"])
-    upstream = torch.load(dumps["upstream"])
+    """Upstream (converted copy) and stock + plugin vs patched (original)
+    on the same texts: stop unless they match within CHECK_TOL; ST's
+    difference for scale."""
+    patched = torch.load(dumps["patched_s"])
     st = st_vectors(path, texts)
-    diff = (upstream - patched).abs().max().item()
-    st_diff = (st - patched).abs().max().item()
-    same_terms = ((upstream > 0) == (patched > 0)).all(1).sum().item()
-    verdict = "ok" if diff <= CHECK_TOL else "MISMATCH"
-    print(f"bench: check {path.name}: upstream on its converted copy vs "
-          f"patched on the original, first {len(texts)} texts: "
-          f"max |diff| {diff:.2e} (<= {CHECK_TOL:.0e}: {verdict}), same "
-          f"non-zero terms in {same_terms}/{len(texts)}; "
-          f"sentence-transformers vs patched: {st_diff:.2e}", flush=True)
-    if diff > CHECK_TOL:
-        raise SystemExit(f"bench: upstream and patched SPLADE differ by "
-                         f"{diff:.2e} on {path.name}: not the same model")
-    return {"check_texts": len(texts), "check_upstream_diff": diff,
-            "check_same_terms": same_terms, "check_st_diff": st_diff}
+    result = {"check_texts": len(texts),
+              "check_st_diff": (st - patched).abs().max().item()}
+    for side in ("upstream", "plugin"):
+        other = torch.load(dumps[f"{side}_rec_s" if side == "plugin"
+                                 else f"{side}_s"])
+        diff = (other - patched).abs().max().item()
+        same_terms = ((other > 0) == (patched > 0)).all(1).sum().item()
+        verdict = "ok" if diff <= CHECK_TOL else "MISMATCH"
+        print(f"bench: check {path.name}: {side} vs patched, first "
+              f"{len(texts)} texts: max |diff| {diff:.2e} (<= "
+              f"{CHECK_TOL:.0e}: {verdict}), same non-zero terms in "
+              f"{same_terms}/{len(texts)}", flush=True)
+        if diff > CHECK_TOL:
+            raise SystemExit(f"bench: {side} and patched SPLADE differ by "
+                             f"{diff:.2e} on {path.name}: not the same model")
+        result |= {f"check_{side}_diff": diff,
+                   f"check_{side}_same_terms": same_terms}
+    print(f"bench: check {path.name}: sentence-transformers vs patched: "
+          f"{result['check_st_diff']:.2e}", flush=True)
+    return result
 
 
 if __name__ == "__main__":

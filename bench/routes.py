@@ -28,16 +28,25 @@ corpus texts.
 - served (`vllm serve` of the Router folder, POST /embed_sparse with
   `prompt_name`, one input a request, one client after the other on
   loopback): p50 and p99 latency and requests/s for the queries on each
-  route and for the 50/50 mix.
+  route and for the 50/50 mix;
+- offline on stock vLLM + the vllm-splade plugin (the unpatched build of
+  the pin in --site, a process of its own; the folder with the flags
+  stock needs, the route in `extra_kwargs`): the queries through each
+  route. Stock has no skip-forward, so its query route still runs the
+  model: the speed-up without it.
 
     python -m bench.routes OUT.json [--queries N] [--documents N]
-        [--requests N] [--rounds N]
+        [--requests N] [--rounds N] [--site DIR]
+    python -m bench.routes stock JOB.json       (the stock run; internal)
 """
 import argparse
 import gc
 import json
+import os
 import random
 import statistics
+import subprocess
+import sys
 import time
 from functools import partial
 from pathlib import Path
@@ -46,7 +55,7 @@ import torch
 from transformers import AutoTokenizer
 
 from bench.corpus import make_corpus
-from bench.models import BENCH, TINY, ensure_distill_shaped
+from bench.models import BENCH, ROOT, TINY, ensure_distill_shaped
 from tests.checkpoints import (ensure_folder, save_inference_free_of,
                                save_sparse_encoder_of)
 from tests.utils import SpladeServer
@@ -73,14 +82,26 @@ def make_texts(n: int) -> tuple[list[str], list[str]]:
 
 def _params(routes):
     from vllm import PoolingParams
-    return [PoolingParams(route=r) for r in routes]
+    if "route" in PoolingParams.__struct_fields__:  # the series
+        return [PoolingParams(route=r) for r in routes]
+    # Stock vLLM + vllm-splade: the route in extra_kwargs.
+    return [PoolingParams(extra_kwargs={"route": r}) for r in routes]
 
 
 def _encode(llm, texts, routes=None) -> list:
     kwargs = {} if routes is None else {"pooling_params": _params(routes)}
+    if routes and set(routes) == {"query"} and not _series():
+        # Stock vLLM tokenizes with special tokens; sentence-transformers'
+        # static route (and the series) without.
+        kwargs["tokenization_kwargs"] = {"add_special_tokens": False}
     outputs = llm.encode(texts, pooling_task="embed", use_tqdm=False, **kwargs)
     # The README's path: each vector's non-zero terms.
     return [torch.nonzero(o.outputs.data) for o in outputs]
+
+
+def _series() -> bool:
+    from vllm import PoolingParams
+    return "route" in PoolingParams.__struct_fields__
 
 
 def check(llm, router: Path, queries: list[str]) -> dict:
@@ -90,12 +111,15 @@ def check(llm, router: Path, queries: list[str]) -> dict:
     for route, encode, atol in (("query", encoder.encode_query, 1e-6),
                                 ("document", encoder.encode_document, 1e-5)):
         want = encode(queries, convert_to_tensor=True).to_dense().float()
+        kwargs = ({"tokenization_kwargs": {"add_special_tokens": False}}
+                  if route == "query" and not _series() else {})
         got = torch.stack([
             o.outputs.data for o in llm.encode(
                 queries,
                 pooling_task="embed",
                 pooling_params=_params([route] * len(queries)),
-                use_tqdm=False)
+                use_tqdm=False,
+                **kwargs)
         ])
         if not torch.equal(got > 0, want > 0):
             raise SystemExit(f"bench: {route} route: other non-zero terms "
@@ -164,6 +188,51 @@ def offline(name: str, router: Path, plain: Path, queries: list[str],
     return result
 
 
+def stock_child(job_path: str) -> None:
+    """The queries through each route on stock vLLM + the plugin (this
+    process's PYTHONPATH names the unpatched build)."""
+    from importlib.metadata import version
+
+    from vllm import LLM
+    job = json.loads(Path(job_path).read_text())
+    build = version("vllm")
+    if "+base." not in build or _series():
+        raise SystemExit(f"bench: the stock run found vllm {build}")
+    router, queries = Path(job["router"]), job["queries"]
+    structure = json.loads((router / "router_config.json").read_text())
+    # The flags stock needs: `auto` finds no config.json at the root, and
+    # the tokenizer is the model route's.
+    llm = LLM(model=str(router), dtype="float32", max_model_len=512,
+              config_format="hf",
+              tokenizer=str(router / structure["structure"]["document"][0]))
+    result: dict = {"vllm": build}
+    if job["check"]:
+        result["check_max_diff"] = check(llm, router, queries[:32])
+    for route in ("query", "document"):
+        s = _best(lambda: _encode(llm, queries, [route] * len(queries)),
+                  job["rounds"])
+        result[f"{route} route, queries"] = {
+            "texts": len(queries), "s": s, "texts_per_s": len(queries) / s}
+        print(f"bench: {job['name']} stock + plugin {route} route, queries "
+              f"{len(queries) / s:9.1f} texts/s ({s:.3f} s)", flush=True)
+    Path(job["out"]).write_text(json.dumps(result))
+
+
+def stock(name: str, router: Path, queries: list[str], rounds: int,
+          check_parity: bool, site: Path) -> dict:
+    job_path = BENCH / f"routes-stock-{name}.json"
+    out = BENCH / f"routes-stock-{name}.out.json"
+    out.unlink(missing_ok=True)
+    job_path.write_text(json.dumps({
+        "name": name, "router": str(router), "queries": queries,
+        "rounds": rounds, "check": check_parity, "out": str(out)}))
+    env = {**os.environ, "PYTHONPATH": str(site),
+           "VLLM_PLUGINS": "vllm_splade"}
+    subprocess.run([sys.executable, "-m", "bench.routes", "stock",
+                    str(job_path)], check=True, cwd=ROOT, env=env)
+    return json.loads(out.read_text())
+
+
 def _latencies(server, bodies: list[dict]) -> dict:
     for body in bodies[:8]:  # warm
         assert server.request("/embed_sparse", body)[0] == 200
@@ -213,8 +282,11 @@ def served(name: str, router: Path, queries: list[str],
     return result
 
 
-def ratios(off: dict, srv: dict) -> dict:
+def ratios(off: dict, srv: dict, stk: dict) -> dict:
     return {
+        "stock + plugin offline query/document route, queries":
+        stk["query route, queries"]["texts_per_s"] /
+        stk["document route, queries"]["texts_per_s"],
         "offline query/document route, queries":
         off["query route, queries"]["texts_per_s"] /
         off["document route, queries"]["texts_per_s"],
@@ -228,7 +300,7 @@ def ratios(off: dict, srv: dict) -> dict:
 
 
 def main(out_path: str, num_queries: int, num_documents: int,
-         num_requests: int, rounds: int) -> None:
+         num_requests: int, rounds: int, site: Path) -> None:
     queries, documents = make_texts(num_queries)
     models = {
         "splade-tiny": (TINY, "relu", num_documents * 5, True),
@@ -257,20 +329,29 @@ def main(out_path: str, num_queries: int, num_documents: int,
                       check_parity)
         srv = served(name, router, queries[:num_requests],
                      docs[:num_requests])
+        stk = stock(name, router, queries, rounds, check_parity, site)
         result["models"][name] = {"description": descriptions[name],
                                   "offline": off, "served": srv,
-                                  "ratios": ratios(off, srv)}
+                                  "stock": stk,
+                                  "ratios": ratios(off, srv, stk)}
         for ratio_name, ratio in result["models"][name]["ratios"].items():
             print(f"bench: {name} {ratio_name}: {ratio:.2f}x", flush=True)
     Path(out_path).write_text(json.dumps(result, indent=1))
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["stock"]:
+        stock_child(sys.argv[2])
+        sys.exit()
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("out")
     parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument("--documents", type=int, default=200)
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--site", type=Path,
+                        default=ROOT / "build/vllm-base-site",
+                        help="site dir of the unpatched vLLM build")
     args = parser.parse_args()
-    main(args.out, args.queries, args.documents, args.requests, args.rounds)
+    main(args.out, args.queries, args.documents, args.requests, args.rounds,
+         args.site)

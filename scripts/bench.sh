@@ -61,7 +61,7 @@ run bench.api "$out/api.json" --texts "$texts"
 run bench.defects "$out/defects.json" --site "$bsite"
 run bench.families "$out/families.json" --texts "$texts" \
   --m3-texts "$base_texts" --rounds "$rounds"
-run bench.routes "$out/routes.json" --queries "$texts" \
+run bench.routes "$out/routes.json" --queries "$texts" --site "$bsite" \
   --documents "$base_texts" --rounds "$rounds"
 echo
 run bench.report "$out" --started "$started" --load "$load" --doc "$doc"

@@ -138,12 +138,12 @@ if [ "${1:-}" = --plugin ]; then
   # family against sentence-transformers, SparseEncoder folders with no
   # flags. Not the masked-LM models of the series' modernbert.py, which the
   # plugin does not ship, nor its unit tests of modules stock vLLM lacks.
-  # Its /embed_sparse too, but for Router folders, which need the series.
+  # Its /embed_sparse too, Router folders included (with the flags stock
+  # vLLM needs).
   bsite=$(PYTHON_FOR_SITE="$py" scripts/build-base-site.sh)
   export VLLM_PLUGINS=vllm_splade
   lane plugin "$tree" "$bsite" "$P/test_splade.py" "$P/test_distilbert.py" \
     "$P/test_modernbert.py" tests/entrypoints/pooling/embed_sparse \
-    --ignore=tests/entrypoints/pooling/embed_sparse/test_embed_sparse_router.py \
     -k "not (test_modernbert and test_masked_lm_logits_match_transformers)"
   version=$(cat "$out/plugin.version")
   if [ "$version" != "$(version "$bsite")" ]; then

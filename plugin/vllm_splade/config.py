@@ -2,7 +2,12 @@
 """sentence-transformers SparseEncoder folders served with no flags: the
 `hf` config parser in place when the plugin loads (vLLM's, or another
 plugin's), then the series' reading of the folder's SpladePooling
-(`apply_sparse_encoder_config`, which the series calls in `get_config`)."""
+(`apply_sparse_encoder_config`, which the series calls in `get_config`).
+
+An inference-free sparse encoder (a Router folder) has no config.json at
+its root, so stock vLLM's `get_config` reaches this parser only with
+`--config-format hf`; the parser then reads its model route's config, as
+the series' `get_config` does."""
 
 from pathlib import Path
 
@@ -10,7 +15,10 @@ from transformers import PreTrainedConfig
 from vllm.transformers_utils.config import get_config_parser, register_config_parser
 from vllm.transformers_utils.config_parser_base import ConfigParserBase
 
-from .transformers_utils.sparse_encoder import apply_sparse_encoder_config
+from .transformers_utils.sparse_encoder import (
+    apply_sparse_encoder_config,
+    get_sparse_router_config,
+)
 
 
 class SparseEncoderConfigParser(ConfigParserBase):
@@ -28,10 +36,13 @@ class SparseEncoderConfigParser(ConfigParserBase):
         code_revision: str | None = None,
         **kwargs,
     ) -> tuple[dict, PreTrainedConfig]:
+        sparse_router = get_sparse_router_config(str(model), revision)
+        if sparse_router is not None:
+            kwargs["subfolder"] = sparse_router["model_path"]
         config_dict, config = self.wrapped.parse(
             model, trust_remote_code, revision, code_revision, **kwargs
         )
-        apply_sparse_encoder_config(config, str(model), revision)
+        apply_sparse_encoder_config(config, str(model), revision, sparse_router)
         return config_dict, config
 
 

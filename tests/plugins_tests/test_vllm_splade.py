@@ -66,8 +66,9 @@ def test_wheel_metadata(wheel):
             "vllm_splade.embed_sparse:EmbedSparsePlugin") in points
 
 
-def _run(code: str, site: Path | None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+def _run(code: str, site: Path | None,
+         **env_vars: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", **env_vars}
     env.pop("PYTHONPATH", None)
     if site is not None:
         if not (site / "vllm").is_dir():
@@ -186,3 +187,60 @@ except RuntimeError as error:
     assert proc.returncode == 0, proc.stderr
     assert "refused: vllm-splade" in proc.stdout
     assert "written for vLLM 0.0.0" in proc.stdout
+
+
+ROUTES = """
+import sys, torch
+from vllm import LLM, PoolingParams
+# Stock vLLM: `auto` finds no config.json at a Router folder's root, and the
+# tokenizer is the model route's.
+llm = LLM(model=FOLDER, runner="pooling", config_format="hf",
+          tokenizer=FOLDER + "/document_0_MLMTransformer", dtype="float32",
+          max_model_len=128, enforce_eager=True)
+def encode(route, **kwargs):
+    params = PoolingParams(extra_kwargs={"route": route} if route else None)
+    outputs = llm.encode(TEXTS, pooling_task="embed", pooling_params=params,
+                         **kwargs)
+    return torch.stack([o.outputs.data for o in outputs])
+# sentence-transformers tokenizes a static route's input without special
+# tokens (the series' vLLM does so itself).
+torch.save({"query": encode("query",
+                            tokenization_kwargs={"add_special_tokens": False}),
+            "document": encode("document"), None: encode(None),
+            "architecture": llm.model_config.architecture}, OUT)
+"""
+
+
+@pytest.fixture(scope="module")
+def router_folder(splade_tiny, tmp_path_factory) -> str:
+    from tests.checkpoints import ensure_folder, save_inference_free_of
+    out = tmp_path_factory.mktemp("st") / "splade-tiny-inference-free"
+    return str(ensure_folder(save_inference_free_of, splade_tiny, out))
+
+
+def test_router_folder_on_stock_vllm(router_folder, tmp_path):
+    """An inference-free Router folder on stock vLLM + the plugin, offline:
+    the route in `extra_kwargs` (unset: the folder's default), each route's
+    vectors as sentence-transformers' encode_query / encode_document."""
+    import torch
+    from sentence_transformers import SparseEncoder
+    texts = ["what causes aging fast", "The capital of France is Paris.",
+             "SPLADE pools masked-LM logits"]
+    out = tmp_path / "routes.pt"
+    code = (ROUTES.replace("FOLDER", repr(router_folder))
+            .replace("TEXTS", repr(texts)).replace("OUT", repr(str(out))))
+    proc = _run(code, STOCK, VLLM_PLUGINS="vllm_splade")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = torch.load(out)
+    assert got.pop("architecture") == "BertSpladeSparseEmbeddingModel"
+    encoder = SparseEncoder(router_folder, device="cpu")
+    want = {
+        "query": encoder.encode_query(texts, convert_to_tensor=True),
+        "document": encoder.encode_document(texts, convert_to_tensor=True),
+        None: encoder.encode(texts, convert_to_tensor=True),  # its default
+    }
+    for route, vectors in want.items():
+        vectors = vectors.to_dense().float()
+        assert torch.equal(got[route] > 0, vectors > 0), route
+        atol = 1e-6 if route == "query" else 1e-5
+        torch.testing.assert_close(got[route], vectors, rtol=0, atol=atol)

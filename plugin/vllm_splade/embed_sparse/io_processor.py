@@ -2,6 +2,7 @@
 # SPDX-FileCopyrightText: Copyright contributors to the vLLM project
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from http import HTTPStatus
 
 import torch
@@ -20,6 +21,7 @@ from vllm.renderers import TokenizeParams
 from vllm.renderers.inputs.preprocess import parse_model_prompt
 from vllm.transformers_utils.repo_utils import get_hf_file_to_dict
 
+from ..models.splade import pooling_route
 from .protocol import EmbedSparseError, EmbedSparseRequest
 from .tasks import sparse_embedding_task
 
@@ -70,18 +72,20 @@ class EmbedSparseIOProcessor(PoolingIOProcessor):
             )
 
     def create_pooling_params(self, request: EmbedSparseRequest) -> PoolingParams:
-        if request.prompt_name in self.routes:
-            # Routes are the series' (PoolingParams.route): vLLM without it
-            # serves no Router folder, so `routes` is empty there.
+        if request.prompt_name not in self.routes:
+            return PoolingParams(task=self.task)
+        if "route" in PoolingParams.__struct_fields__:  # the series'
             return PoolingParams(task=self.task, route=request.prompt_name)
-        return PoolingParams(task=self.task)
+        # Stock vLLM: the series' pooler reads it here (`pooling_route`).
+        return PoolingParams(task=self.task, extra_kwargs={"route": request.prompt_name})
 
     def _is_static_route(self, params) -> bool:
-        """Whether `params` take an inference-free encoder's static route:
-        the series' PoolingIOProcessor knows; stock vLLM serves no Router
-        folder, so there it is never one."""
-        is_static = getattr(super(), "_is_static_route", None)
-        return bool(is_static and is_static(params))
+        """Whether `params` take an inference-free encoder's static route."""
+        router = getattr(self.model_config.hf_config, "sparse_router", None)
+        if router is None or not isinstance(params, PoolingParams):
+            return False
+        route = pooling_route(params, router["default_route"])
+        return route in router["static_routes"]
 
     def to_vocab_weights(self, output: PoolingRequestOutput) -> torch.Tensor:
         """One weight per vocabulary token. A ``token_classify`` output (one
@@ -246,6 +250,16 @@ class EmbedSparseIOProcessor(PoolingIOProcessor):
             render_params = {  # type: ignore[assignment]
                 **render_params,
                 "prompts": TokensPrompt(prompt_token_ids=ids),
+            }
+        elif isinstance(tok_params, TokenizeParams) and self._is_static_route(
+            render_params["params"]
+        ):
+            # sentence-transformers' SparseStaticEmbedding tokenizes without
+            # special tokens (the series' PoolingIOProcessor does too; stock
+            # vLLM's does not).
+            render_params = {  # type: ignore[assignment]
+                **render_params,
+                "tok_params": replace(tok_params, add_special_tokens=False),
             }
         return super().render(render_params)  # type: ignore[arg-type]
 

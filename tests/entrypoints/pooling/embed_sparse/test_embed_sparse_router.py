@@ -1,24 +1,39 @@
 # SPDX-License-Identifier: Apache-2.0
 # SPDX-FileCopyrightText: Copyright contributors to the vLLM project
 """An inference-free sparse encoder (a sentence-transformers Router) served
-by the series (Router folders need its patches) with the vllm-splade plugin:
-`/embed_sparse` maps TEI's `prompt_name` onto the route, applying the
-folder's prompt of that name, as encode_query / encode_document do."""
+with the vllm-splade plugin, by the series with no flags or by stock vLLM
+with two: `/embed_sparse` maps TEI's `prompt_name` onto the route, applying
+the folder's prompt of that name, as encode_query / encode_document do."""
+
+import importlib.util
+import os
 
 import numpy as np
 import pytest
 import requests
 
-# The served Router folder and sentence-transformers' vectors of the
-# series' route test (tests/entrypoints/pooling/embed/, patch 16).
+# The Router folder and sentence-transformers' vectors of the series' route
+# test (tests/entrypoints/pooling/embed/, patch 16).
 from tests.entrypoints.pooling.embed.test_embed_route import (  # noqa: F401
     TEXTS,
     _assert_close,
     reference,
     router_folder,
-    server,
 )
 from tests.utils import RemoteOpenAIServer
+
+
+@pytest.fixture(scope="module")
+def server(router_folder):
+    args = ["--dtype", "float32", "--max-model-len", "128"]
+    if importlib.util.find_spec("vllm.model_executor.models.splade") is None:
+        # Stock vLLM: a Router folder has no config.json at its root, so
+        # `auto` cannot tell its format, and the tokenizer is the model
+        # route's (the series resolves both itself).
+        route = os.path.join(router_folder, "document_0_MLMTransformer")
+        args += ["--config-format", "hf", "--tokenizer", route]
+    with RemoteOpenAIServer(router_folder, args) as remote_server:
+        yield remote_server
 
 
 def _dense(sparse: list[dict], size: int) -> np.ndarray:
