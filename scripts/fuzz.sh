@@ -9,6 +9,9 @@ cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 export VLLM_ENABLE_V1_MULTIPROCESSING=0 VLLM_CPU_KVCACHE_SPACE=1
 export SPLADE_TINY="$PWD/build/models/splade-tiny"
+# Stock vLLM (the unpatched CPU build of the pin) for the plain model's run.
+SPLADE_STOCK_SITE=$(scripts/build-base-site.sh)
+export SPLADE_STOCK_SITE
 export SPLADE_FUZZ_EXAMPLES=${FUZZ_EXAMPLES:-600}
 export SPLADE_FUZZ_SEEDS=${FUZZ_SEEDS:-1 2 3 4 5}
 export SPLADE_FUZZ_REPORT="$PWD/build/fuzz"

@@ -1,8 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
+import json
+import os
+import urllib.request
+
 import pytest
 import torch
 
-from tests.conftest import vllm_vectors
+from tests.conftest import ROOT, vllm_vectors
 from tests.models.language.pooling.splade_texts import PARITY_TEXTS
 from tests.utils import SpladeServer
 
@@ -13,6 +17,22 @@ def splade_server(splade_tiny):
     upstream's per-token logits model, so it takes the architecture
     override (a SparseEncoder folder would need no flags)."""
     with SpladeServer(splade_tiny) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def stock_splade_server(splade_tiny):
+    """splade-tiny served by stock vLLM (the unpatched CPU build of the pin,
+    SPLADE_STOCK_SITE) with the vllm-splade plugin: what a user of the
+    official wheel runs."""
+    site = os.environ.get("SPLADE_STOCK_SITE",
+                          str(ROOT / "build/vllm-base-site"))
+    if not os.path.isdir(os.path.join(site, "vllm")):
+        pytest.fail(f"{site} has no vLLM: run scripts/build-base-site.sh")
+    with SpladeServer(splade_tiny, env={"PYTHONPATH": site}) as server:
+        with urllib.request.urlopen(server.url + "/version") as r:
+            version = json.loads(r.read())["version"]
+        assert "+base." in version, f"not stock vLLM: {version}"
         yield server
 
 

@@ -289,6 +289,28 @@ def test_plain_masked_lm_keeps_its_meaning(vllm_runner, random_splade, tmp_path)
                 vllm_model.embed(TEXTS[:1])
 
 
+def test_sparse_encoder_on_another_backbone_says_so(
+    caplog_vllm, random_splade, tmp_path
+):
+    """A SparseEncoder on a masked-LM backbone vLLM has no SPLADE model for
+    keeps its architecture, and the log says it is not served as SPLADE."""
+    import json
+
+    from vllm.transformers_utils.config import get_config
+
+    path = tmp_path / "sparse-encoder"
+    save_sparse_encoder(str(path), random_splade, "max", "relu")
+    config_file = path / "config.json"
+    config = json.loads(config_file.read_text())
+    config_file.write_text(
+        json.dumps({**config, "architectures": ["CamembertForMaskedLM"]})
+    )
+    config = get_config(str(path), trust_remote_code=False)
+    assert config.architectures == ["CamembertForMaskedLM"]
+    assert "for which vLLM has no SPLADE model" in caplog_vllm.text
+    assert "not as sparse embeddings" in caplog_vllm.text
+
+
 @pytest.mark.parametrize(
     ("architecture", "overrides"),
     [
