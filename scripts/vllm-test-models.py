@@ -47,6 +47,14 @@ STAND_INS = {
     # names, no decoder tensor); this one is saved by transformers 5: a
     # tied decoder, no decoder tensor, modern names.
     "google-bert/bert-base-uncased": ("bert", "BertForMaskedLM", {}, None),
+    # tests/test_pooling_params.py asks for its Matryoshka dimension (256),
+    # which must fit its embedding size (768), read from its config.
+    "Snowflake/snowflake-arctic-embed-m-v1.5":
+    ("bert", "BertModel", {
+        "hidden_size": 768,
+        "num_attention_heads": 12,
+        "matryoshka_dimensions": [256]
+    }, ("cls", True, 512)),
     "vllm-project/multi-label-class-classification-on-github-issues":
     ("bert", "BertForSequenceClassification", {
         "num_labels": 6,

@@ -15,10 +15,14 @@ from transformers import PreTrainedConfig
 from vllm.transformers_utils.config import get_config_parser, register_config_parser
 from vllm.transformers_utils.config_parser_base import ConfigParserBase
 
+from vllm.logger import init_logger
+
 from .transformers_utils.sparse_encoder import (
     apply_sparse_encoder_config,
     get_sparse_router_config,
 )
+
+logger = init_logger(f"vllm.{__name__}")
 
 
 class SparseEncoderConfigParser(ConfigParserBase):
@@ -39,6 +43,7 @@ class SparseEncoderConfigParser(ConfigParserBase):
         sparse_router = get_sparse_router_config(str(model), revision)
         if sparse_router is not None:
             kwargs["subfolder"] = sparse_router["model_path"]
+            _warn_default_route(str(model), sparse_router)
         config_dict, config = self.wrapped.parse(
             model, trust_remote_code, revision, code_revision, **kwargs
         )
@@ -53,3 +58,36 @@ def register_sparse_encoder_config() -> None:
     SparseEncoderConfigParser.wrapped = previous
     # vLLM logs that `hf` is replaced.
     register_config_parser("hf")(SparseEncoderConfigParser)
+
+
+_warned: set[str] = set()
+
+
+def _warn_default_route(model: str, sparse_router: dict) -> None:
+    """What stock vLLM does with a request that names no route, where it
+    differs from the series (which tokenizes a static route without special
+    tokens on every entry point, and refuses a missing route)."""
+    default = sparse_router["default_route"]
+    if model in _warned or (
+        default is not None and default not in sparse_router["static_routes"]
+    ):
+        return
+    _warned.add(model)
+    if default is None:
+        logger.warning(
+            "vllm-splade: %s has no default route. On stock vLLM a request "
+            "that names none takes its model route %r (/embed_sparse refuses "
+            "it): name the route in every request.",
+            model,
+            sparse_router["model_route"],
+        )
+        return
+    logger.warning(
+        "vllm-splade: the default route of %s, %r, is a static one. On stock "
+        "vLLM only /embed_sparse tokenizes its input without special tokens, "
+        "as sentence-transformers does: /v1/embeddings, /pooling and offline "
+        "requests that name no route get the [CLS]/[SEP] weights too (offline, "
+        "pass tokenization_kwargs={'add_special_tokens': False}).",
+        model,
+        default,
+    )

@@ -191,37 +191,44 @@ except RuntimeError as error:
 
 ROUTES = """
 import sys, torch
-from vllm import LLM, PoolingParams
+from vllm import LLM
+from vllm_splade.stock import route_pooling_params
 # Stock vLLM: `auto` finds no config.json at a Router folder's root, and the
 # tokenizer is the model route's.
 llm = LLM(model=FOLDER, runner="pooling", config_format="hf",
           tokenizer=FOLDER + "/document_0_MLMTransformer", dtype="float32",
           max_model_len=128, enforce_eager=True)
 def encode(route, **kwargs):
-    params = PoolingParams(extra_kwargs={"route": route} if route else None)
-    outputs = llm.encode(TEXTS, pooling_task="embed", pooling_params=params,
-                         **kwargs)
+    outputs = llm.encode(TEXTS, pooling_task="embed",
+                         pooling_params=route_pooling_params(route), **kwargs)
     return torch.stack([o.outputs.data for o in outputs])
 # sentence-transformers tokenizes a static route's input without special
 # tokens (the series' vLLM does so itself).
-torch.save({"query": encode("query",
-                            tokenization_kwargs={"add_special_tokens": False}),
-            "document": encode("document"), None: encode(None),
+static = {"tokenization_kwargs": {"add_special_tokens": False}}
+torch.save({"query": encode("query", **static), "document": encode("document"),
+            None: encode(None, **static),  # the default route: query
             "architecture": llm.model_config.architecture}, OUT)
 """
 
 
 @pytest.fixture(scope="module")
 def router_folder(splade_tiny, tmp_path_factory) -> str:
-    from tests.checkpoints import ensure_folder, save_inference_free_of
-    out = tmp_path_factory.mktemp("st") / "splade-tiny-inference-free"
-    return str(ensure_folder(save_inference_free_of, splade_tiny, out))
+    """splade-tiny as an inference-free SparseEncoder whose default route is
+    the static one (a seeded random table)."""
+    from tests.models.language.pooling.test_splade_router import (
+        save_router_encoder)
+    out = tmp_path_factory.mktemp("st") / "splade-tiny-query-default"
+    save_router_encoder(str(out), splade_tiny, default_route="query")
+    return str(out)
 
 
 def test_router_folder_on_stock_vllm(router_folder, tmp_path):
     """An inference-free Router folder on stock vLLM + the plugin, offline:
-    the route in `extra_kwargs` (unset: the folder's default), each route's
-    vectors as sentence-transformers' encode_query / encode_document."""
+    the route in `extra_kwargs` (route_pooling_params; unset: the folder's
+    default, here the static route), each route's vectors as
+    sentence-transformers' encode_query / encode_document / encode, and a
+    warning at load that the static default route needs its tokenization
+    told."""
     import torch
     from sentence_transformers import SparseEncoder
     texts = ["what causes aging fast", "The capital of France is Paris.",
@@ -231,6 +238,7 @@ def test_router_folder_on_stock_vllm(router_folder, tmp_path):
             .replace("TEXTS", repr(texts)).replace("OUT", repr(str(out))))
     proc = _run(code, STOCK, VLLM_PLUGINS="vllm_splade")
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "'query', is a static one" in proc.stderr
     got = torch.load(out)
     assert got.pop("architecture") == "BertSpladeSparseEmbeddingModel"
     encoder = SparseEncoder(router_folder, device="cpu")
@@ -242,5 +250,6 @@ def test_router_folder_on_stock_vllm(router_folder, tmp_path):
     for route, vectors in want.items():
         vectors = vectors.to_dense().float()
         assert torch.equal(got[route] > 0, vectors > 0), route
-        atol = 1e-6 if route == "query" else 1e-5
+        atol = 1e-6 if route != "document" else 1e-5
         torch.testing.assert_close(got[route], vectors, rtol=0, atol=atol)
+    assert not torch.equal(got["query"], got["document"])

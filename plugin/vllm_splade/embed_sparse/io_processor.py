@@ -21,7 +21,7 @@ from vllm.renderers import TokenizeParams
 from vllm.renderers.inputs.preprocess import parse_model_prompt
 from vllm.transformers_utils.repo_utils import get_hf_file_to_dict
 
-from ..models.splade import pooling_route
+from ..stock import pooling_route, route_pooling_params
 from .protocol import EmbedSparseError, EmbedSparseRequest
 from .tasks import sparse_embedding_task
 
@@ -45,8 +45,8 @@ class EmbedSparseIOProcessor(PoolingIOProcessor):
         )
         # An inference-free sparse encoder's routes: `prompt_name` picks one,
         # as sentence-transformers' encode_query/encode_document do.
-        router = getattr(model_config.hf_config, "sparse_router", None) or {}
-        self.routes: list[str] = router.get("routes", [])
+        self.router = getattr(model_config.hf_config, "sparse_router", None) or {}
+        self.routes: list[str] = self.router.get("routes", [])
         tokenizer = self.renderer.tokenizer
         self.truncation_side = getattr(tokenizer, "truncation_side", "right")
         # Read off the tokenizer when first needed (see `_truncate`).
@@ -72,20 +72,26 @@ class EmbedSparseIOProcessor(PoolingIOProcessor):
             )
 
     def create_pooling_params(self, request: EmbedSparseRequest) -> PoolingParams:
-        if request.prompt_name not in self.routes:
-            return PoolingParams(task=self.task)
-        if "route" in PoolingParams.__struct_fields__:  # the series'
-            return PoolingParams(task=self.task, route=request.prompt_name)
-        # Stock vLLM: the series' pooler reads it here (`pooling_route`).
-        return PoolingParams(task=self.task, extra_kwargs={"route": request.prompt_name})
+        if request.prompt_name in self.routes:
+            return route_pooling_params(request.prompt_name, task=self.task)
+        if self.routes and self.router["default_route"] is None:
+            # As the series' PoolingParams.verify; stock vLLM checks nothing.
+            raise EmbedSparseError(
+                "Input validation error: the model has no default route; set "
+                f"`prompt_name` to one of {json.dumps(self.routes)}"
+            )
+        return PoolingParams(task=self.task)
 
     def _is_static_route(self, params) -> bool:
-        """Whether `params` take an inference-free encoder's static route."""
-        router = getattr(self.model_config.hf_config, "sparse_router", None)
-        if router is None or not isinstance(params, PoolingParams):
+        """Whether `params` take an inference-free encoder's static route:
+        the series' PoolingIOProcessor knows; on stock vLLM, the plugin."""
+        is_static = getattr(super(), "_is_static_route", None)
+        if is_static is not None:
+            return is_static(params)
+        if not self.routes or not isinstance(params, PoolingParams):
             return False
-        route = pooling_route(params, router["default_route"])
-        return route in router["static_routes"]
+        route = pooling_route(params, self.router["default_route"])
+        return route in self.router["static_routes"]
 
     def to_vocab_weights(self, output: PoolingRequestOutput) -> torch.Tensor:
         """One weight per vocabulary token. A ``token_classify`` output (one

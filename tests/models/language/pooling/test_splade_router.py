@@ -415,3 +415,43 @@ def test_route_is_resolved_as_sentence_transformers_does():
         PoolingParams(task="embed", route="query")._verify_route(plain)
     with pytest.raises(VLLMValidationError, match=r"does not support \['route'\]"):
         PoolingParams(task="token_embed", route="query")._verify_valid_parameters()
+
+
+@pytest.mark.parametrize(
+    "router_kwargs",
+    [{"default_route": "query"}, {"default_route": None, "allow_empty_key": False}],
+    ids=["static-default-route", "no-default-route"],
+)
+def test_start_up_profiles_the_model_route(
+    router_kwargs: dict, vllm_runner, random_backbones, tmp_path
+):
+    """Start-up's dummy pooler run (memory profiling and warm-up) pools
+    through the model and its head whatever the folder's default route: a
+    static default pools no hidden states, and a folder without one would
+    refuse the dummy request's missing route."""
+    import importlib
+
+    from vllm import ModelRegistry, PoolingParams
+
+    path = str(tmp_path / "router")
+    save_router_encoder(path, random_backbones["BertForMaskedLM"], **router_kwargs)
+    module = ModelRegistry.models["BertSpladeSparseEmbeddingModel"].module_name
+    pooler_cls = importlib.import_module(module).SPLADESparsePooler
+    pool_model = pooler_cls._pool_model
+    pooled = []
+
+    def recording_pool_model(self, hidden_states, lens):
+        pooled.append(hidden_states.shape[0])
+        return pool_model(self, hidden_states, lens)
+
+    with pytest.MonkeyPatch.context() as m:
+        # The engine core in this process, so that it runs the recording pooler.
+        m.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        m.setattr(pooler_cls, "_pool_model", recording_pool_model)
+        with splade_runner(vllm_runner, path, hf_overrides=None) as vllm_model:
+            at_start = list(pooled)
+            outputs = vllm_model.llm.embed(
+                TEXTS[:1], pooling_params=PoolingParams(route="document")
+            )
+    assert at_start and max(at_start) > 0, "start-up pooled no hidden states"
+    assert len(outputs) == 1 and len(pooled) > len(at_start)
