@@ -322,7 +322,10 @@ def routes_table(r: dict) -> str:
         f"with `prompt_name`, one input a request, {r['requests']} "
         "requests one after the other on loopback). The 50/50 mix is half "
         "queries on the query route, half documents on the document route, "
-        "interleaved.\n",
+        "interleaved. Stock vLLM + vllm-splade: the same folder offline with "
+        "the flags stock needs (`config_format=\"hf\"`, the model route's "
+        "tokenizer), the route in `extra_kwargs`, the queries tokenized "
+        "without special tokens (`tokenization_kwargs`).\n",
     ]
     for name, m in r["models"].items():
         off, srv, ratios = m["offline"], m["served"], m["ratios"]
@@ -439,8 +442,10 @@ SPLADE in the patched vLLM (this series, CPU build, offline, compiled as
 vLLM runs by default, fp32 unless said, engine start excluded; on the
 README's path, `LLM.encode(pooling_task="embed")` and `outputs.data`, and
 on the `LLM.embed` list path) side by side with upstream's unpatched SPLADE
-of the same vLLM pin (tag `base` built the same way), with
-sentence-transformers' `SparseEncoder`, all on the same checkpoint and
+of the same vLLM pin (tag `base` built the same way), with that
+unpatched build plus the vllm-splade plugin (what a user of the official
+wheel runs), with sentence-transformers' `SparseEncoder`, all on the same
+checkpoint and
 texts, and with the floor: vLLM's own dense embedding of the same backbone
 (`BertModel`, CLS pooling) plus the bare decoder GEMM `[T, H] x [H, 30522]`
 with bias on the same number of tokens. Every figure below comes from one
@@ -469,8 +474,12 @@ Notes:
   `gamma`/`beta` renamed: the same numbers, as the check above shows.
   Neither config names `cls_token_id`/`sep_token_id`, so upstream counts
   every token too, as the patched build and sentence-transformers do.
-- Each vLLM run (patched, upstream, patched bf16, dense) is a fresh process whose
-  PYTHONPATH selects its build; the engine runs in that process
+- Each vLLM run (patched, upstream, patched bf16, dense, stock +
+  vllm-splade) is a fresh process whose PYTHONPATH selects its build
+  (the stock + vllm-splade run: the unpatched build with
+  VLLM_PLUGINS=vllm_splade and the plugin wheel of this tree, on the
+  checkpoint as it is; the others with VLLM_PLUGINS empty); the engine
+  runs in that process
   (VLLM_ENABLE_V1_MULTIPROCESSING=0) with VLLM_CPU_OMP_THREADS_BIND=all
   (vLLM's default pinning would tie the main thread to one core).
   sentence-transformers and the GEMM floor run in the parent, which
