@@ -14,6 +14,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 LIMIT = 500  # vLLM asks for an RFC above this in the model files.
 MODEL_PREFIX = "vllm/model_executor/models/"
+# PRs that change shared code for one family: reviewers agree on the RFC
+# first (its "For review" section argues them), which is opened as a vLLM
+# issue before these PRs.
+NEEDS_RFC = {
+    name: "docs/rfcs/inference-free-sparse-encoders.md"
+    for name in ("inference-free", "skip-forward", "inference-free-api")
+}
 
 
 def git(tree: str, *args: str) -> str:
@@ -51,6 +58,12 @@ def main() -> None:
               "this branch is stacked on them).\n")
     else:
         print("Depends on nothing but vLLM main.\n")
+    rfc = NEEDS_RFC.get(branch.rsplit("/", 1)[-1])
+    if rfc:
+        print(f"**Needs its RFC agreed first** (`{rfc}` of splade-for-vllm, "
+              "opened as a vLLM issue; its \"For review\" section argues the "
+              "`route` field and skip-forward against `extra_kwargs` and "
+              "#48791).\n")
     print("## Purpose\n")
     for c in commits:
         subject = git(tree, "log", "-1", "--format=%s", c).strip()
