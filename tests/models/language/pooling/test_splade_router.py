@@ -429,14 +429,11 @@ def test_start_up_profiles_the_model_route(
     through the model and its head whatever the folder's default route: a
     static default pools no hidden states, and a folder without one would
     refuse the dummy request's missing route."""
-    import importlib
-
-    from vllm import ModelRegistry, PoolingParams
+    from vllm import PoolingParams
+    from vllm.model_executor.models.splade import SPLADESparsePooler as pooler_cls
 
     path = str(tmp_path / "router")
     save_router_encoder(path, random_backbones["BertForMaskedLM"], **router_kwargs)
-    module = ModelRegistry.models["BertSpladeSparseEmbeddingModel"].module_name
-    pooler_cls = importlib.import_module(module).SPLADESparsePooler
     pool_model = pooler_cls._pool_model
     pooled = []
 
