@@ -306,9 +306,8 @@ def check_vectors(dumps: dict[str, Path], path: Path,
     st = st_vectors(path, texts)
     result = {"check_texts": len(texts),
               "check_st_diff": (st - patched).abs().max().item()}
-    for side in ("upstream", "plugin"):
-        other = torch.load(dumps[f"{side}_rec_s" if side == "plugin"
-                                 else f"{side}_s"])
+    for side, key in (("upstream", "upstream_s"), ("plugin", "plugin_rec_s")):
+        other = torch.load(dumps[key])
         diff = (other - patched).abs().max().item()
         same_terms = ((other > 0) == (patched > 0)).all(1).sum().item()
         verdict = "ok" if diff <= CHECK_TOL else "MISMATCH"

@@ -81,11 +81,9 @@ def make_texts(n: int) -> tuple[list[str], list[str]]:
 
 
 def _params(routes):
-    from vllm import PoolingParams
-    if "route" in PoolingParams.__struct_fields__:  # the series
-        return [PoolingParams(route=r) for r in routes]
-    # Stock vLLM + vllm-splade: the route in extra_kwargs.
-    return [PoolingParams(extra_kwargs={"route": r}) for r in routes]
+    # The `route` field on the series, extra_kwargs on stock + vllm-splade.
+    from vllm_splade.stock import route_pooling_params
+    return [route_pooling_params(r) for r in routes]
 
 
 def _encode(llm, texts, routes=None) -> list:
@@ -100,8 +98,8 @@ def _encode(llm, texts, routes=None) -> list:
 
 
 def _series() -> bool:
-    from vllm import PoolingParams
-    return "route" in PoolingParams.__struct_fields__
+    from vllm_splade.stock import has_route_field
+    return has_route_field()
 
 
 def check(llm, router: Path, queries: list[str]) -> dict:
