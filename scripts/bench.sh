@@ -3,8 +3,9 @@
 # unpatched SPLADE of the same pin (tag 'base', built like vllm-tests.sh
 # does), sentence-transformers and the floor (dense backbone + decoder GEMM),
 # and the other families (DistilBERT SPLADE vs sentence-transformers, BGE-M3
-# dense + sparse vs dense alone); print the tables and write
-# docs/performance.md.
+# dense + sparse vs dense alone), and the masked-LM head's precision in
+# bf16; print the tables and write this CPU's page under docs/performance/
+# and the index docs/performance.md.
 #   bench.sh          the full run (~30 min on 2 idle cores)
 #   bench.sh --smoke  a few texts, one round, small pooler/memory cases, to
 #                     check that every step runs; the page goes to
@@ -16,10 +17,10 @@ unset PYTHONPATH  # each vLLM run picks its build (bench/e2e.py, pooler.py)
 py=.venv/bin/python
 out=build/bench
 doc=docs/performance.md
-texts=1000 base_texts=200 rounds=2 pooler_rounds=3 quick=()
+texts=1000 base_texts=200 rounds=2 pooler_rounds=3 quick=() corpus=200
 if [ "${1:-}" = --smoke ]; then
   out=build/bench/smoke doc=build/bench/smoke/performance.md
-  texts=40 base_texts=8 rounds=1 pooler_rounds=1 quick=(--quick)
+  texts=40 base_texts=8 rounds=1 pooler_rounds=1 quick=(--quick) corpus=8
 fi
 log=$out/bench.log
 mkdir -p "$out"
@@ -63,5 +64,6 @@ run bench.families "$out/families.json" --texts "$texts" \
   --m3-texts "$base_texts" --rounds "$rounds"
 run bench.routes "$out/routes.json" --queries "$texts" --site "$bsite" \
   --documents "$base_texts" --rounds "$rounds"
+run bench.head_dtype "$out/head-dtype.json" --corpus "$corpus"
 echo
 run bench.report "$out" --started "$started" --load "$load" --doc "$doc"

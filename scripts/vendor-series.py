@@ -15,6 +15,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # The series' files the plugin ships: vLLM module -> plugin module.
 VENDORED = {
     "vllm.model_executor.models.splade": "vllm_splade.models.splade",
+    "vllm.model_executor.models.splade_pooling":
+    "vllm_splade.models.splade_pooling",
     "vllm.model_executor.models.masked_lm": "vllm_splade.models.masked_lm",
     "vllm.model_executor.models.distilbert": "vllm_splade.models.distilbert",
     "vllm.transformers_utils.sparse_encoder":
@@ -23,6 +25,7 @@ VENDORED = {
 # vLLM modules the plugin stands in for where the series adds names to them.
 OVERLAYS = {
     "vllm.model_executor.models.interfaces": "vllm_splade.models.interfaces",
+    "vllm.transformers_utils.config": "vllm_splade.transformers_utils.config",
 }
 # The series' functions the plugin's copies take from the plugin instead:
 # module -> function names. Each is defined at the top level of the series'

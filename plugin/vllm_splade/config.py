@@ -6,8 +6,9 @@ plugin's), then the series' reading of the folder's SpladePooling
 
 An inference-free sparse encoder (a Router folder) has no config.json at
 its root, so stock vLLM's `get_config` reaches this parser only with
-`--config-format hf`; the parser then reads its model route's config, as
-the series' `get_config` does."""
+`--config-format hf`; where the parser it wraps finds no config, it then
+reads the model route's, as the series' `get_config` does (other models
+are never probed for a Router)."""
 
 from pathlib import Path
 
@@ -40,13 +41,22 @@ class SparseEncoderConfigParser(ConfigParserBase):
         code_revision: str | None = None,
         **kwargs,
     ) -> tuple[dict, PreTrainedConfig]:
-        sparse_router = get_sparse_router_config(str(model), revision)
-        if sparse_router is not None:
+        sparse_router = None
+        try:
+            config_dict, config = self.wrapped.parse(
+                model, trust_remote_code, revision, code_revision, **kwargs
+            )
+        except Exception:
+            # A folder that the parser cannot read (no config.json at its
+            # root) may be a Router: only then is modules.json looked at.
+            sparse_router = get_sparse_router_config(str(model), revision)
+            if sparse_router is None:
+                raise
             kwargs["subfolder"] = sparse_router["model_path"]
             _warn_default_route(str(model), sparse_router)
-        config_dict, config = self.wrapped.parse(
-            model, trust_remote_code, revision, code_revision, **kwargs
-        )
+            config_dict, config = self.wrapped.parse(
+                model, trust_remote_code, revision, code_revision, **kwargs
+            )
         apply_sparse_encoder_config(config, str(model), revision, sparse_router)
         return config_dict, config
 
