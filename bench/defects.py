@@ -13,8 +13,9 @@ and sentence-transformers read the very same folder:
   the first and last token then);
 - sum, log1p_relu: a SparseEncoder folder with that SpladePooling
   (upstream always pools with max and log1p(relu));
-- bf16: the model run in bfloat16 (upstream's head runs in it too, the
-  patched head in float32, `head_dtype`); the reference stays fp32.
+- bf16: the model run in bfloat16, head included on both builds (the
+  patched masked-LM head takes the model's dtype unless `head_dtype` is
+  set); the reference stays fp32.
 
     python -m bench.defects OUT.json [--site DIR]
     python -m bench.defects child BUILD JOB.json      (internal)

@@ -4,10 +4,12 @@ GPU) in bf16, for every family the series serves, against
 sentence-transformers' SparseEncoder. (Compiled fp32 is what the carried
 tests run: test_splade.py's splade_runner and the family tests.)
 
-In bf16 the encoder runs in bf16 and the SPLADE head, by default, in fp32
-(pooling models' head_dtype): vLLM must be at least as close to the fp32
-reference as sentence-transformers' own bf16 model is, in the largest and
-the mean absolute error over the vocabulary."""
+In bf16 the encoder and, by default, the masked-LM head run in bf16, as
+sentence-transformers' own bf16 model does: vLLM must be as close to the
+fp32 reference as that model, in the mean absolute error over the
+vocabulary (within 10%) and the largest (within 25%: one rounding of a
+different kernel moves it). The precision an fp32 head buys instead is
+measured per family by `make bench` (bench/head_dtype.py)."""
 import pytest
 import torch
 
@@ -59,5 +61,5 @@ def test_compiled_bf16_engine_is_as_close_as_sentence_transformers(family):
     print(f"\n{architecture} bf16 vs fp32 reference: max {ours.max():.3g} "
           f"(sentence-transformers bf16 {theirs.max():.3g}), mean "
           f"{ours.mean():.3g} ({theirs.mean():.3g})")
-    assert ours.max() <= theirs.max()
-    assert ours.mean() <= theirs.mean()
+    assert ours.mean() <= 1.1 * theirs.mean()
+    assert ours.max() <= 1.25 * theirs.max()
