@@ -70,7 +70,7 @@ test: setup build-wheel check lint ## Everything above, then all test lanes
 vllm-tests: setup ## vLLM's own tests, unpatched vs patched CPU build (~30 min on 2 idle cores)
 	scripts/vllm-tests.sh
 
-bench: setup ## Patched vs upstream SPLADE vs sentence-transformers vs floor -> docs/performance.md
+bench: setup ## Patched vs upstream SPLADE vs sentence-transformers vs floor -> a page per CPU in docs/performance/
 	scripts/bench.sh
 
 eval: setup ## Hybrid retrieval end to end: SPLADE + dense via vLLM into Milvus Lite, Seismic, bm25s -> docs/eval.md

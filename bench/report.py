@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Render the benchmark results as markdown: stdout and docs/performance.md.
+"""Render the benchmark results as markdown: stdout, the page of this kind
+of CPU under docs/performance/ and the index, docs/performance.md.
 
     python -m bench.report RESULTS_DIR --started EPOCH --load LOADAVG
 """

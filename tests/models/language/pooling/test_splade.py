@@ -264,6 +264,46 @@ def test_splade_pooling_of_sparse_encoder(
     assert_same_sparse_vectors(got, want, rtol=1e-5 if pooling == "sum" else 0)
 
 
+@pytest.mark.parametrize("kind", ["BertModel", "BertForMaskedLM", "SparseEncoder"])
+def test_modules_json_is_read_once(kind: str, random_splade, tmp_path, monkeypatch):
+    """Config resolution looks a model's modules.json up once, whoever reads
+    it: a model without one costs the one lookup vLLM's sentence-transformers
+    pooling config makes anyway, and a SparseEncoder's is read once."""
+    import json
+    import shutil
+
+    from vllm.config import ModelConfig
+    from vllm.transformers_utils import config
+
+    path = str(tmp_path / kind)
+    if kind == "SparseEncoder":
+        save_sparse_encoder(path, random_splade, "max", "relu")
+    else:
+        shutil.copytree(random_splade, path)
+        with open(os.path.join(path, "config.json")) as f:
+            hf_config = json.load(f)
+        hf_config["architectures"] = [kind]
+        with open(os.path.join(path, "config.json"), "w") as f:
+            json.dump(hf_config, f)
+    lookups: list[str] = []
+    reads: list[str] = []
+    exists, read = config.file_or_path_exists, config.get_hf_file_to_dict
+
+    def looked_up(model, config_name, revision):
+        lookups.append(config_name)
+        return exists(model, config_name, revision)
+
+    def read_file(file_name, model, revision="main"):
+        reads.append(file_name)
+        return read(file_name, model, revision)
+
+    monkeypatch.setattr(config, "file_or_path_exists", looked_up)
+    monkeypatch.setattr(config, "get_hf_file_to_dict", read_file)
+    ModelConfig(model=path, runner="pooling")
+    assert lookups.count("modules.json") == 1
+    assert reads.count("modules.json") == (kind == "SparseEncoder")
+
+
 def test_sequence_pooling_type_is_refused(random_splade: str):
     error = engine_start_error(
         random_splade,

@@ -318,7 +318,11 @@ def test_broken_router_fails_at_load_naming_it(
 def test_routers_vllm_cannot_serve_are_refused(random_backbones, tmp_path):
     """Route mappings, another module beside the Router, and routes of other
     modules fail at load, naming what vLLM cannot serve."""
-    from vllm.transformers_utils.sparse_encoder import get_sparse_router_config
+    from vllm.transformers_utils.config import get_config
+    from vllm.transformers_utils.sparse_encoder import (
+        UnsupportedSparseRouterError,
+        get_sparse_router_config,
+    )
 
     backbone = random_backbones["BertForMaskedLM"]
     cases = {
@@ -332,6 +336,9 @@ def test_routers_vllm_cannot_serve_are_refused(random_backbones, tmp_path):
         make(path)
         with pytest.raises(ValueError, match=message):
             get_sparse_router_config(path, None)
+        # get_config says why, not that the folder has no config.json.
+        with pytest.raises(UnsupportedSparseRouterError, match=message):
+            get_config(path, trust_remote_code=False)
     # A Router of other modules (a dense asymmetric encoder) is not a sparse
     # encoder: left to the rest of vLLM, as before.
     path = _map_routes(str(tmp_path / "dense"), backbone)
@@ -344,6 +351,33 @@ def test_routers_vllm_cannot_serve_are_refused(random_backbones, tmp_path):
     with open(file, "w") as f:
         json.dump(config, f)
     assert get_sparse_router_config(path, None) is None
+
+
+def test_only_folders_without_a_config_are_probed(
+    random_backbones, tmp_path, monkeypatch
+):
+    """get_config looks for a Router only where it finds no config.json:
+    every other model loads without reading its modules.json there."""
+    from vllm.transformers_utils import config, sparse_encoder
+
+    probed: list[str] = []
+    read = sparse_encoder.get_sparse_router_config
+
+    def probe(model: str, revision: str | None):
+        probed.append(model)
+        return read(model, revision)
+
+    monkeypatch.setattr(sparse_encoder, "get_sparse_router_config", probe)
+    backbone = random_backbones["BertForMaskedLM"]
+    assert config.get_config(backbone, trust_remote_code=False).architectures == [
+        "BertForMaskedLM"
+    ]
+    assert probed == []
+    router = str(tmp_path / "router")
+    save_router_encoder(router, backbone)
+    hf_config = config.get_config(router, trust_remote_code=False)
+    assert hf_config.sparse_router["model_route"] == "document"
+    assert probed == [router]
 
 
 def _map_routes(path: str, backbone: str) -> str:

@@ -11,7 +11,7 @@ import torch.nn as nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from vllm.model_executor.models import masked_lm, splade
-from vllm.model_executor.models.masked_lm import BertMLMHead
+from vllm.model_executor.models.masked_lm import BertMLMHead, masked_lm_head_dtype
 from vllm.model_executor.models.splade import SparseStaticEmbedding, SPLADESparsePooler
 from vllm.pooling_params import PoolingParams
 from vllm.v1.pool.late_interaction_runner import LateInteractionRunner
@@ -54,6 +54,19 @@ def test_mlm_head_matches_transformers(hidden_act: str):
     hidden_states = torch.randn(4, 16)
     torch.testing.assert_close(head(hidden_states), reference(hidden_states))
     assert head(hidden_states.bfloat16()).dtype == torch.float32
+
+
+def test_mlm_head_runs_in_the_model_dtype_unless_head_dtype_is_set():
+    """The masked-LM head takes the model's dtype, not the fp32 default of
+    vLLM's pooling heads; an explicit head_dtype is honoured."""
+    from types import SimpleNamespace
+
+    model_config = SimpleNamespace(
+        hf_config=SimpleNamespace(), dtype=torch.bfloat16, head_dtype=torch.float32
+    )
+    assert masked_lm_head_dtype(model_config) == torch.bfloat16  # type: ignore[arg-type]
+    model_config.hf_config.head_dtype = "float32"
+    assert masked_lm_head_dtype(model_config) == torch.float32  # type: ignore[arg-type]
 
 
 class _VocabShard(nn.Module):
