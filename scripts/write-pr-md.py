@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Write one PR description (to stdout) from its commits and the outputs of
 the last runs: build/lint.log, build/test-summary.txt,
-build/vllm-tests-summary.md and docs/performance.md. Nothing is typed in by
+build/vllm-tests-summary.md and docs/performance*. Nothing is typed in by
 hand: a missing run says so.
 
 Usage: write-pr-md.py TREE BRANCH FIRST LAST TITLE "DEPENDS-ON..."
@@ -100,8 +100,11 @@ def main() -> None:
           "```\n")
     print("### vLLM's own tests\n\n" +
           section("build/vllm-tests-summary.md", "vllm-tests run"))
-    print("### Performance\n\n" +
-          section("docs/performance.md", "bench run"))
+    # The index, then each kind of CPU's page (docs/performance/).
+    pages = sorted((ROOT / "docs/performance").glob("*.md"))
+    print("### Performance\n\n" + "\n".join(
+        [section("docs/performance.md", "bench run")] +
+        [section(str(p.relative_to(ROOT)), "bench run") for p in pages]))
 
 
 if __name__ == "__main__":
