@@ -198,9 +198,10 @@ def st_seconds(path: Path, texts: list[str]) -> dict[str, float]:
     return {"st_s": seconds, "st_cpu_s": cpu}
 
 
-def st_vectors(path: Path, texts: list[str]) -> torch.Tensor:
+def st_vectors(path: Path, texts: list[str],
+               dtype: torch.dtype = torch.float32) -> torch.Tensor:
     from sentence_transformers import SparseEncoder
-    encoder = SparseEncoder(str(path), device="cpu")
+    encoder = SparseEncoder(str(path), device="cpu").to(dtype)
     return encoder.encode(texts, batch_size=32, convert_to_tensor=True,
                           convert_to_sparse_tensor=False).float()
 

@@ -35,6 +35,7 @@ from pathlib import Path
 
 import torch
 
+from bench.e2e import st_vectors
 from bench.models import BENCH, MODELS, ROOT, TINY
 
 HEADS = {"head fp32": "float32", "head bf16": "model"}
@@ -98,14 +99,6 @@ def fitting(folder: Path, texts: list[str]) -> list[str]:
     limit = AutoConfig.from_pretrained(str(folder)).max_position_embeddings - 4
     lens = [len(ids) for ids in tokenizer(texts)["input_ids"]]
     return [t for t, n in zip(texts, lens) if n <= limit]
-
-
-@torch.inference_mode()
-def st_vectors(folder: Path, texts: list[str], dtype: torch.dtype) -> torch.Tensor:
-    from sentence_transformers import SparseEncoder
-    encoder = SparseEncoder(str(folder), device="cpu").to(dtype)
-    return encoder.encode(texts, batch_size=32, convert_to_tensor=True,
-                          convert_to_sparse_tensor=False).float()
 
 
 def child(job_path: str) -> None:

@@ -89,18 +89,19 @@ def test_bf16_engine_stays_close(head_dtype, splade_tiny, splade_tiny_reference)
     side only, the share of flipped terms, the lowest cosine.
     """
     import torch.nn.functional as F
+
+    from vllm.model_executor.models.masked_lm import masked_lm_head_dtype
     bounds = BF16_BOUNDS[head_dtype]
     overrides = dict(SPLADE_OVERRIDES)
     if head_dtype is not None:
         overrides["head_dtype"] = head_dtype
     llm = make_llm(splade_tiny, dtype="bfloat16", hf_overrides=overrides)
     try:
-        head = llm.llm_engine.model_config.hf_config.head_dtype \
-            if head_dtype else None
+        head = masked_lm_head_dtype(llm.llm_engine.model_config)
         got = vllm_vectors(llm, PARITY_TEXTS).float()
     finally:
         free_engine(llm)
-    assert head == head_dtype
+    assert head == (torch.float32 if head_dtype else torch.bfloat16)
     want = splade_tiny_reference
     assert got.shape == want.shape
     diff = (got - want).abs()
