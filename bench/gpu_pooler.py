@@ -41,8 +41,6 @@ ROOT = Path(__file__).resolve().parents[1]
 MODULE = ROOT / "build/vllm/vllm/model_executor/models/splade_pooling.py"
 VOCABS = {"bert": 30522, "xlm-r": 250002}
 HIDDEN, SEQ_LEN, GEMM_CHUNK = 768, 128, 2048
-BLOCK_BYTES = 64 << 20  # the pooler's block on GPUs (splade.py)
-MIN_BLOCK_COLUMNS = 256
 MODES = ("fp32", "tf32", "bf16")
 
 
@@ -60,12 +58,6 @@ def set_mode(mode: str) -> torch.dtype:
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.set_float32_matmul_precision("high" if tf32 else "highest")
     return torch.bfloat16 if mode == "bf16" else torch.float32
-
-
-def columns(num_tokens: int, element_size: int, vocab: int) -> int:
-    """As SPLADESparsePooler._block_columns picks them on a GPU."""
-    cols = BLOCK_BYTES // (num_tokens * element_size) // 64 * 64
-    return min(vocab, max(MIN_BLOCK_COLUMNS, cols))
 
 
 class Timer:
@@ -100,7 +92,7 @@ def make_pool(math, device, x, weight, bias, lens):
     if device.type != "cpu":
         host = torch.cat([lens.new_zeros(1), lens.cumsum(0)])
         offsets = host.pin_memory().to(device, non_blocking=True)
-    cols = columns(len(x), x.element_size(), weight.shape[0])
+    cols = math.block_columns(len(x), x.element_size(), weight.shape[0], device)
 
     def pool():
         return math.pool_vocab_blocks(x, weight, bias, lens, offsets, "max",
