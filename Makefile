@@ -67,7 +67,7 @@ setup: $(VENV) $(VENV_CI) $(VENV_HS) build-wheel-cpu build-plugin checkpoint eva
 test: setup build-wheel check lint ## Everything above, then all test lanes
 	scripts/run-tests.sh
 
-vllm-tests: setup ## vLLM's own tests, unpatched vs patched CPU build (~30 min on 2 idle cores)
+vllm-tests: setup ## vLLM's own tests, unpatched vs patched CPU build (~40 min on 2 idle cores, ~50 from a fresh clone)
 	scripts/vllm-tests.sh
 
 bench: setup ## Patched vs upstream SPLADE vs sentence-transformers vs floor -> a page per CPU in docs/performance/
