@@ -20,9 +20,9 @@ For BERT's 30,522-term and XLM-R's 250,002-term vocabularies at hidden
   fp32 ones (a seeded random head scaled like a trained one's logits).
 The first pooler call of each case runs under CUDA's sync debug mode
 "error": a hidden host sync fails the run (the timed calls run outside it,
-since timing them waits on CUDA events). Times are CUDA-event medians of 5 calls after a
-warm-up. Sized, by arithmetic, for one call of under 5 minutes on an H100
-(not yet run on a GPU; none was lent to this work):
+since timing them waits on CUDA events). Times are CUDA-event medians of 5
+calls after a warm-up. Sized, by arithmetic, for one call of under 5
+minutes on an H100 (not yet run on a GPU; none was lent to this work):
 
     python bench/gpu_pooler.py --out OUT.json [--module PATH] [--quick]
     python bench/gpu_pooler.py --device cpu --quick   (a smoke run)
