@@ -7,6 +7,11 @@
 # GitHub, so the tools run directly.
 #
 #   scripts/lint-series.sh                every prefix of patches/series
+#                                         (make lint: each patch bisectable)
+#   scripts/lint-series.sh --final        the tree after the whole series,
+#                                         once, on every file it touches
+#                                         (make test: the per-patch run
+#                                         lints the same files 17 times)
 #   scripts/lint-series.sh --base         the untouched release, on the files
 #                                         that the series touches (no false
 #                                         positives)
@@ -179,6 +184,18 @@ if [ "${1:-}" = --base ]; then
   fi
   label="base (untouched)"
   started=$SECONDS
+  lint_tree
+  summary "${#files[@]}"
+  exit $status
+fi
+
+if [ "${1:-}" = --final ]; then
+  n=0
+  for p in "${patches[@]}"; do n=$((n + 1)); apply_patch "$n" "$p"; done
+  label="the tree after all ${#patches[@]} patches"
+  started=$SECONDS
+  mapfile -t lint_files < <(git -C "$wt" diff --name-only --diff-filter=d \
+    base HEAD -- '*.py')
   lint_tree
   summary "${#files[@]}"
   exit $status

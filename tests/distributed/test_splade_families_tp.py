@@ -66,7 +66,17 @@ def tp2_results(jobs: list[dict], tmp_path: Path, site: str | None = None) -> di
     return torch.load(out_file)
 
 
+_tp1: dict[str, object] = {}
+
+
 def tp1_result(job: dict):
+    """The TP=1 result of a job, made once for both tests (an engine each)."""
+    if job["model"] not in _tp1:
+        _tp1[job["model"]] = _tp1_result(job)
+    return _tp1[job["model"]]
+
+
+def _tp1_result(job: dict):
     llm = make_llm(job["model"], hf_overrides=None, max_model_len=None)
     try:
         assert llm.model_config.architecture == job["architecture"]
