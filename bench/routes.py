@@ -225,7 +225,7 @@ def stock(name: str, router: Path, queries: list[str], rounds: int,
         "name": name, "router": str(router), "queries": queries,
         "rounds": rounds, "check": check_parity, "out": str(out)}))
     env = {**os.environ, "PYTHONPATH": str(site),
-           "VLLM_PLUGINS": "vllm_splade"}
+           "VLLM_PLUGINS": "vllm_splade,vllm_splade_embed_sparse"}
     subprocess.run([sys.executable, "-m", "bench.routes", "stock",
                     str(job_path)], check=True, cwd=ROOT, env=env)
     return json.loads(out.read_text())

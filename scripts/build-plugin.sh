@@ -1,21 +1,29 @@
 #!/usr/bin/env bash
-# The vllm-splade plugin wheel in dist/: plugin/ plus the series' SPLADE
-# modules from the patched tree (scripts/vendor-series.py), built with the
-# tools venv's setuptools. Pure Python: one wheel for CPU and CUDA.
+# The vllm-splade plugin in dist/: plugin/ plus the series' SPLADE modules
+# from the patched tree (scripts/vendor-series.py), as an sdist, and the
+# wheel built from that sdist (what anyone building from PyPI's sdist
+# gets), offline, with the tools venv's setuptools. Pure Python: one wheel
+# for CPU and CUDA. Zip times come from SOURCE_DATE_EPOCH, not the clock:
+# the same inputs give the same wheel, byte for byte.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-source vllm-version.txt
 tree=${TREE:-build/vllm}
 stage=build/plugin-stage
 py=build/tools/bin/python
+export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-315532800}  # 1980-01-01, zip's first day
 if [ -n "$(git -C "$tree" status --porcelain)" ]; then
   echo "build-plugin: $tree has uncommitted changes; commit them first" >&2
   exit 1
 fi
 "$py" scripts/vendor-series.py "$tree" "$stage"
-sed -i "s/@VLLM_VERSION@/$VLLM_VERSION/g" "$stage/README.md"
 mkdir -p dist
-rm -f dist/vllm_splade-*.whl
-"$py" -m pip wheel --quiet --no-deps --no-build-isolation -w dist "$stage"
-rm -rf "$stage/build" "$stage"/*.egg-info
-echo "build-plugin: $(ls dist/vllm_splade-*.whl)"
+rm -f dist/vllm_splade-*.whl dist/vllm_splade-*.tar.gz
+if ! "$py" -m build --quiet --sdist --no-isolation --outdir dist "$stage" \
+    >build/plugin-sdist.log 2>&1; then
+  cat build/plugin-sdist.log >&2
+  exit 1
+fi
+"$py" -m pip wheel --quiet --no-deps --no-build-isolation --no-index -w dist \
+  dist/vllm_splade-*.tar.gz
+rm -rf "$stage"
+echo "build-plugin: $(ls dist/vllm_splade-*.tar.gz dist/vllm_splade-*.whl | paste -sd' ')"

@@ -19,7 +19,8 @@ if [ "${1:-}" = --smoke ]; then
 fi
 py=.venv/bin/python vllm=.venv/bin/vllm
 port=${EVAL_PORT:-8100}
-export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_CPU_KVCACHE_SPACE=1 VLLM_PLUGINS=vllm_splade \
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_CPU_KVCACHE_SPACE=1 \
+  VLLM_PLUGINS=vllm_splade,vllm_splade_embed_sparse \
   TOKENIZERS_PARALLELISM=false
 mkdir -p "$out"
 rm -f "$out"/scale.json "$out"/*.log

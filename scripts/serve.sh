@@ -21,7 +21,7 @@ curl -s http://127.0.0.1:$port/embed_sparse -H 'Content-Type: application/json' 
 30,522-float vector)
 
 MSG
-export PYTHONPATH=$stock VLLM_PLUGINS=vllm_splade HF_HUB_OFFLINE=1 \
+export PYTHONPATH=$stock VLLM_PLUGINS=vllm_splade,vllm_splade_embed_sparse HF_HUB_OFFLINE=1 \
   VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-1}
 exec .venv/bin/vllm serve "$model" --served-model-name splade-tiny \
   --dtype float32 --host 127.0.0.1 --port "$port"

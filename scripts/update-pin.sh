@@ -117,6 +117,14 @@ git -C "$tree" tag -f -a base -m "Base: $(cat "$work/marker")" "$new_base" >/dev
 git -C "$tree" checkout --quiet -B "$branch" update-pin
 git -C "$tree" branch --quiet -D update-pin
 cp "$pin" vllm-version.txt
+# The plugin's releases for a vLLM series are <series>.N: a new series
+# starts at N = 0 (vendor-series.py refuses a stage whose series is not
+# the pin's).
+series=$(cut -d. -f1,2 <<<"$version")
+if [ "$(cut -d. -f1,2 <<<"$from")" != "$series" ]; then
+  sed -i "s/^__version__ = \".*\"$/__version__ = \"$series.0\"/" \
+    plugin/vllm_splade/__init__.py
+fi
 cp "$report" "$resolutions/report.md"
 scripts/refresh-patches.sh >/dev/null
 echo "== update-pin: vLLM $from -> $version, per patch:"

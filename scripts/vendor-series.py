@@ -2,7 +2,10 @@
 plugin/ as it is, plus the series' SPLADE modules from the patched tree
 TREE, their imports pointed at the plugin's copies (or at the installed
 vLLM for everything else), the few functions stock vLLM needs otherwise
-taken from the plugin (REPLACED), and the pin's release number filled in.
+taken from the plugin (REPLACED), the project's LICENSE, and the plugin's
+vLLM series in its README. The plugin's version (vllm_splade.__version__,
+<vLLM series>.<fix>) must name the pin's series: a stage for another pin
+is refused.
 
 The copies are generated, never edited: tests/plugins_tests/test_vllm_splade.py
 checks that the wheel holds exactly what `vendored()` makes of the tree."""
@@ -46,6 +49,13 @@ def release() -> str:
     return re.search(r"^VLLM_VERSION=(\S+)$", text, re.M).group(1)
 
 
+def plugin_series() -> str:
+    """The vLLM series of the plugin's version (vllm_splade.__version__)."""
+    text = (ROOT / "plugin/vllm_splade/__init__.py").read_text()
+    version = re.search(r'^__version__ = "([^"]+)"$', text, re.M).group(1)
+    return ".".join(version.split(".")[:2])
+
+
 def target(module: str) -> str:
     return VENDORED.get(module) or OVERLAYS.get(module) or module
 
@@ -77,15 +87,22 @@ def vendored(module: str, source: str) -> str:
 
 
 def main(tree: Path, stage: Path) -> None:
+    series = plugin_series()
+    if not release().startswith(series + "."):
+        raise SystemExit(
+            f"vendor-series: plugin/vllm_splade/__init__.py's __version__ is "
+            f"for vLLM {series}, the pin is {release()}: set it to "
+            f"{'.'.join(release().split('.')[:2])}.0")
     shutil.rmtree(stage, ignore_errors=True)
     shutil.copytree(ROOT / "plugin", stage,
                     ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "LICENSE", stage / "LICENSE")
     for module, plugin_module in VENDORED.items():
         source = (tree / (module.replace(".", "/") + ".py")).read_text()
         out = stage / (plugin_module.replace(".", "/") + ".py")
         out.write_text(vendored(module, source))
-    for path in [stage / "pyproject.toml", stage / "vllm_splade/__init__.py"]:
-        path.write_text(path.read_text().replace("@VLLM_VERSION@", release()))
+    readme = stage / "README.md"
+    readme.write_text(readme.read_text().replace("@VLLM_SERIES@", series))
 
 
 if __name__ == "__main__":

@@ -13,7 +13,12 @@ are never probed for a Router)."""
 from pathlib import Path
 
 from transformers import PreTrainedConfig
-from vllm.transformers_utils.config import get_config_parser, register_config_parser
+from transformers.utils import CONFIG_NAME as HF_CONFIG_NAME
+from vllm.transformers_utils.config import (
+    file_or_path_exists,
+    get_config_parser,
+    register_config_parser,
+)
 from vllm.transformers_utils.config_parser_base import ConfigParserBase
 
 from vllm.logger import init_logger
@@ -47,8 +52,11 @@ class SparseEncoderConfigParser(ConfigParserBase):
                 model, trust_remote_code, revision, code_revision, **kwargs
             )
         except Exception:
-            # A folder that the parser cannot read (no config.json at its
-            # root) may be a Router: only then is modules.json looked at.
+            # Only a folder without a config.json may be a Router, and only
+            # then is modules.json looked at: any other failure is the
+            # wrapped parser's, raised as it was.
+            if file_or_path_exists(model, HF_CONFIG_NAME, revision=revision):
+                raise
             sparse_router = get_sparse_router_config(str(model), revision)
             if sparse_router is None:
                 raise

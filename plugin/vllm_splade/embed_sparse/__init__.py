@@ -1,10 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """TEI's `/embed_sparse`, as a `vllm.endpoint_plugins` entry point.
 
-The route is attached to every API server with the plugin enabled
-(`VLLM_PLUGINS=vllm_splade`) whose engine pools; a model without sparse
+The route is attached to every API server with the endpoint enabled
+(`VLLM_PLUGINS` names `vllm_splade_embed_sparse`) whose engine pools; a model without sparse
 vectors answers it as TEI 1.9 answers a model without SPLADE pooling (424,
-"Model is not an embedding model with SPLADE pooling").
+"Model is not an embedding model with SPLADE pooling"). With `--api-key`
+or `VLLM_API_KEY` set, it answers only requests that carry the key, as
+vLLM's /v1 routes do (401 otherwise).
 """
 
 from argparse import Namespace
@@ -18,16 +20,19 @@ logger = init_logger(f"vllm.{__name__}")
 
 
 class EmbedSparsePlugin:
-    name = "vllm_splade"
+    name = "vllm_splade_embed_sparse"
     required_tasks = ("embed", "token_classify")
 
     def __init__(self) -> None:
-        # Written for one vLLM release (or one with the series): on another,
-        # vLLM logs this and loads no /embed_sparse.
-        from .. import refusal, release_supported, series_in_tree
+        # Written for one vLLM release series (or one with the series'
+        # modules): on another, or on a build without the internals it
+        # imports, vLLM logs this and loads no /embed_sparse.
+        from .. import refusal_reason
+        from ..compat import missing_internals
 
-        if not (series_in_tree() or release_supported()):
-            raise RuntimeError(refusal())
+        reason = refusal_reason(missing_internals("embed_sparse"))
+        if reason is not None:
+            raise RuntimeError(reason)
 
     def attach_router(self, app: FastAPI) -> None:
         from .api_router import router
@@ -37,6 +42,10 @@ class EmbedSparsePlugin:
     async def init_state(
         self, engine_client: EngineClient | None, state: State, args: Namespace
     ) -> None:
+        from .auth import api_key_check
+
+        # First, so that the route is locked whatever happens below.
+        state.embed_sparse_key_check = api_key_check(args)
         state.serving_embed_sparse = None
         if engine_client is None:
             return

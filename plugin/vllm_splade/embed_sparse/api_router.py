@@ -50,16 +50,20 @@ MAX_BODY_BYTES = 2_000_000
 
 
 class EmbedSparseRoute(APIRoute):
-    """TEI's answers for `/embed_sparse`: every error in TEI's body and
-    with TEI's status for its kind, and a request body over MAX_BODY_BYTES
-    refused with a 413 without reading it whole: at once from its
-    Content-Length, or, for a chunked body, as soon as the bytes read pass
-    the limit (the connection then closes, the rest is never read)."""
+    """TEI's answers for `/embed_sparse`: a request without the server's
+    API key refused with a 401 before its body is read, every error in
+    TEI's body and with TEI's status for its kind, and a request body over
+    MAX_BODY_BYTES refused with a 413 without reading it whole: at once
+    from its Content-Length, or, for a chunked body, as soon as the bytes
+    read pass the limit (the connection then closes, the rest is never
+    read)."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
 
         async def tei_handler(request: Request) -> Response:
+            if not _authorized(request):
+                return _tei_response("Unauthorized", "Unauthorized")
             try:
                 length = request.headers.get("content-length", "")
                 if length.isdigit():
@@ -84,6 +88,17 @@ class EmbedSparseRoute(APIRoute):
                 return tei_error_response(e)
 
         return tei_handler
+
+
+def _authorized(request: Request) -> bool:
+    """Whether the request may use the route: the server has no API key, or
+    the request carries one of its keys. Locked until the plugin's
+    `init_state` has read the server's keys."""
+    state = request.app.state
+    if not hasattr(state, "embed_sparse_key_check"):
+        return False
+    check = state.embed_sparse_key_check
+    return check is None or check(request.headers)
 
 
 def _replay(body: bytes, request: Request) -> Callable[[], Awaitable[Message]]:

@@ -111,8 +111,17 @@ class SparseValue(BaseModel):
     token: str | None = None
 
 
+# "Unauthorized" is ours: TEI 1.9.3 answers a request without its API key
+# with a bare 401 (router/src/http/server.rs, the `auth` layer); the body
+# keeps TEI's shape with vLLM's word for it ({"error": "Unauthorized"}).
 TEIErrorType = Literal[
-    "Unhealthy", "Backend", "Overloaded", "Validation", "Tokenizer", "Empty"
+    "Unhealthy",
+    "Backend",
+    "Overloaded",
+    "Validation",
+    "Tokenizer",
+    "Empty",
+    "Unauthorized",
 ]
 
 
@@ -132,6 +141,7 @@ TEI_ERROR_STATUS: dict[str, HTTPStatus] = {
     "Validation": HTTPStatus.UNPROCESSABLE_ENTITY,
     "Tokenizer": HTTPStatus.UNPROCESSABLE_ENTITY,
     "Empty": HTTPStatus.BAD_REQUEST,
+    "Unauthorized": HTTPStatus.UNAUTHORIZED,
 }
 
 
