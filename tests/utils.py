@@ -14,6 +14,9 @@ from pathlib import Path
 from typing import Any, Optional
 
 SPLADE_OVERRIDES = {"architectures": ["BertSpladeSparseEmbeddingModel"]}
+# The vllm-splade plugin's two entry points: its models (on by installation,
+# but VLLM_PLUGINS is an allowlist) and its /embed_sparse (opt-in).
+PLUGINS = "vllm_splade,vllm_splade_embed_sparse"
 
 
 def free_port() -> int:
@@ -31,8 +34,11 @@ class SpladeServer:
                  extra_args: tuple[str, ...] = (),
                  timeout: float = 180.0,
                  name: str = "splade",
-                 env: Optional[dict[str, str]] = None) -> None:
+                 env: Optional[dict[str, str]] = None,
+                 api_key: Optional[str] = None) -> None:
         self.model = name
+        # With a key, every request of request() carries it unless told not.
+        self.api_key = api_key
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.args = [
@@ -43,16 +49,25 @@ class SpladeServer:
         ]
         if hf_overrides:
             self.args += ["--hf-overrides", json.dumps(hf_overrides)]
+        if api_key:
+            self.args += ["--api-key", api_key]
         self.timeout = timeout
         self.env = env or {}
         self.proc: Optional[subprocess.Popen] = None
 
     def __enter__(self) -> "SpladeServer":
-        # VLLM_PLUGINS: the vllm-splade plugin's /embed_sparse, as a user
-        # enables it (on the patched build its models step aside).
+        self.start()
+        return self.wait_healthy()
+
+    def start(self) -> "SpladeServer":
+        """Start the server; wait_healthy() waits for it (two servers
+        started before either is waited for come up together)."""
+        # VLLM_PLUGINS: the vllm-splade plugin's models and its
+        # /embed_sparse, as a user enables them (on the patched build its
+        # models step aside).
         env = {
             **os.environ, "HF_HUB_OFFLINE": "1",
-            "VLLM_PLUGINS": "vllm_splade", **self.env
+            "VLLM_PLUGINS": PLUGINS, **self.env
         }
         self.log = open(f"/tmp/splade-server-{self.port}.log", "w")
         self.proc = subprocess.Popen(self.args,
@@ -60,8 +75,12 @@ class SpladeServer:
                                      stdout=self.log,
                                      stderr=subprocess.STDOUT,
                                      start_new_session=True)
-        deadline = time.monotonic() + self.timeout
-        while time.monotonic() < deadline:
+        self.deadline = time.monotonic() + self.timeout
+        return self
+
+    def wait_healthy(self) -> "SpladeServer":
+        assert self.proc is not None, "start() first"
+        while time.monotonic() < self.deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited: see {self.log.name}")
             try:
@@ -91,11 +110,18 @@ class SpladeServer:
                 body: Any = None,
                 raw: Optional[bytes] = None,
                 content_type: str = "application/json",
-                timeout: float = 120.0) -> tuple[int, bytes]:
+                timeout: float = 120.0,
+                api_key: Optional[str] = "") -> tuple[int, bytes]:
+        """POST `body` (or `raw`) to `path`. `api_key`: "" sends the
+        server's key (if it has one), None none, a string that string."""
         data = raw if raw is not None else json.dumps(body).encode()
+        headers = {"Content-Type": content_type}
+        key = self.api_key if api_key == "" else api_key
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
         req = urllib.request.Request(self.url + path,
                                      data=data,
-                                     headers={"Content-Type": content_type})
+                                     headers=headers)
         try:
             with urllib.request.urlopen(req, timeout=timeout) as r:
                 return r.status, r.read()

@@ -24,15 +24,19 @@ DOCS, QUERIES = 300, 50
 @pytest.fixture(scope="module")
 def servers():
     """Both models served, each engine on a core of its own as
-    scripts/eval.sh does (eager here, to start faster)."""
+    scripts/eval.sh does (eager here, to start faster), started together."""
     sparse = str(models.ensure_splade(ROOT / "build/models/splade-tiny",
                                       ROOT / models.SPLADE))
     dense = str(models.check_dense(ROOT / models.DENSE))
-    with SpladeServer(sparse, hf_overrides=None, name="splade-tiny",
-                      env={"VLLM_CPU_OMP_THREADS_BIND": "0"}) as s, \
-         SpladeServer(dense, hf_overrides=None, name="all-MiniLM-L6-v2",
-                      env={"VLLM_CPU_OMP_THREADS_BIND": "1"}) as d:
-        yield s, d, sparse, dense
+    s = SpladeServer(sparse, hf_overrides=None, name="splade-tiny",
+                     env={"VLLM_CPU_OMP_THREADS_BIND": "0"})
+    d = SpladeServer(dense, hf_overrides=None, name="all-MiniLM-L6-v2",
+                     env={"VLLM_CPU_OMP_THREADS_BIND": "1"})
+    with contextlib.ExitStack() as stack:
+        for server in (s, d):  # both start at once
+            server.start()
+            stack.callback(server.__exit__)
+        yield s.wait_healthy(), d.wait_healthy(), sparse, dense
 
 
 @pytest.fixture(scope="module")
@@ -120,8 +124,8 @@ def test_the_haystack_example_runs(servers, tmp_path):
     from tests.entrypoints.openai.test_haystack import haystack_python
     s, d, sparse, dense = servers
     shell, python = usage_example("Haystack")
-    assert f"VLLM_PLUGINS=vllm_splade vllm serve {models.SPLADE} --port 8000" \
-        in shell
+    assert (f"VLLM_PLUGINS=vllm_splade,vllm_splade_embed_sparse vllm serve "
+            f"{models.SPLADE} --port 8000") in shell
     assert (f"vllm serve {models.DENSE} --served-model-name "
             f"{d.model} --port 8001") in shell
     code = python

@@ -10,25 +10,32 @@ from tests.models.language.pooling.splade_texts import PARITY_TEXTS
 from tests.utils import SpladeServer
 
 
+# The key of the servers that run with --api-key, as a shared server does
+# (SpladeServer.request sends it; test_embed_sparse.py checks the lock).
+API_KEY = "splade-test-key"
+
+
 @pytest.fixture(scope="session")
 def splade_server(splade_tiny):
-    """splade-tiny served as SPLADE. A plain BertForMaskedLM folder is
-    upstream's per-token logits model, so it takes the architecture
-    override (a SparseEncoder folder would need no flags)."""
-    with SpladeServer(splade_tiny) as server:
+    """splade-tiny served as SPLADE, with an API key. A plain
+    BertForMaskedLM folder is upstream's per-token logits model, so it
+    takes the architecture override (a SparseEncoder folder would need no
+    flags)."""
+    with SpladeServer(splade_tiny, api_key=API_KEY) as server:
         yield server
 
 
 @pytest.fixture(scope="session")
 def stock_splade_server(splade_tiny):
     """splade-tiny served by stock vLLM (the unpatched CPU build of the pin,
-    SPLADE_STOCK_SITE) with the vllm-splade plugin: what a user of the
-    official wheel runs."""
+    SPLADE_STOCK_SITE) with the vllm-splade plugin, with an API key: what
+    a user of the official wheel runs on a shared server."""
     site = os.environ.get("SPLADE_STOCK_SITE",
                           str(ROOT / "build/vllm-base-site"))
     if not os.path.isdir(os.path.join(site, "vllm")):
         pytest.fail(f"{site} has no vLLM: run scripts/build-base-site.sh")
-    with SpladeServer(splade_tiny, env={"PYTHONPATH": site}) as server:
+    with SpladeServer(splade_tiny, env={"PYTHONPATH": site},
+                      api_key=API_KEY) as server:
         # The plugin serves its own classes only on a vLLM without the
         # series, and says so (/version has no build suffix).
         log = Path(server.log.name).read_text()
@@ -39,7 +46,8 @@ def stock_splade_server(splade_tiny):
 
 @pytest.fixture(scope="session")
 def router_server(splade_tiny_router):
-    """splade-tiny as an inference-free SparseEncoder: no flags."""
+    """splade-tiny as an inference-free SparseEncoder: no flags (and no
+    API key: every route open, as vLLM serves without one)."""
     with SpladeServer(splade_tiny_router, hf_overrides=None) as server:
         yield server
 
@@ -51,7 +59,8 @@ def has_embed_sparse(splade_server) -> bool:
     status, _ = splade_server.request("/embed_sparse", {"inputs": "probe"})
     assert status != 404, (
         "/embed_sparse is a 404: the vllm-splade plugin is not installed in "
-        "this venv or not enabled (VLLM_PLUGINS=vllm_splade)")
+        "this venv or not enabled (VLLM_PLUGINS=vllm_splade,"
+        "vllm_splade_embed_sparse)")
     return True
 
 

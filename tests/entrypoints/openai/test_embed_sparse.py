@@ -304,3 +304,34 @@ def test_top_k_is_max_active_dims_and_threshold_prunes(splade_server,
         })
         assert [t["index"] for t in pruned
                 ] == [i for i, w in want.items() if w >= threshold], text
+
+
+@pytest.mark.parametrize("build", ["splade_server", "stock_splade_server"])
+def test_api_key_locks_every_route_it_locks_on_v1(build, request):
+    """`vllm serve --api-key` on the patched build and on stock vLLM + the
+    plugin: /embed_sparse is locked as vLLM locks /v1/embeddings (vLLM's
+    middleware guards only /v1, /v2, /inference, /cohere; the plugin checks
+    its own route), with TEI's error body; /health stays open, as in TEI
+    and vLLM."""
+    server = request.getfixturevalue(build)
+    assert server.api_key
+    bodies = {
+        "/embed_sparse": {"inputs": "what causes aging fast"},
+        "/v1/embeddings": {"model": server.model, "input": "what causes aging"},
+    }
+    for path, body in bodies.items():
+        for key in (None, "wrong-key", "Bearer " + server.api_key):
+            status, data = server.request(path, body, api_key=key)
+            assert status == 401, (path, key, status, data[:300])
+        status, data = server.request(path, body)  # the server's key
+        assert status == 200, (path, status, data[:300])
+    status, data = server.request("/embed_sparse", bodies["/embed_sparse"],
+                                  api_key=None)
+    assert json.loads(data) == {"error": "Unauthorized",
+                                "error_type": "Unauthorized"}
+    assert server.health() == 200
+    # What vLLM 0.34 itself leaves open, as docs/usage.md says.
+    for path in ("/tokenize", "/pooling"):
+        status, data = server.request(path, bodies["/v1/embeddings"] | {
+            "prompt": "what causes aging"}, api_key=None)
+        assert status == 200, (path, status, data[:300])

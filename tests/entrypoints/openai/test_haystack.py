@@ -52,7 +52,10 @@ def answers(splade_server, texts, tmp_path_factory) -> dict:
         [haystack_python(), str(ROOT / "tests/entrypoints/openai/haystack_client.py"),
          splade_server.url, str(job)],
         capture_output=True, text=True, timeout=600,
-        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+        # The server's API key, where Haystack's TEI embedders read a token
+        # (sent as `Authorization: Bearer`, as TEI's --api-key wants it).
+        env={**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+             "HF_API_TOKEN": splade_server.api_key})
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout)
 

@@ -32,8 +32,10 @@ SEEDS = [int(s) for s in os.environ.get("SPLADE_FUZZ_SEEDS", "20261203").split()
 ACCESS_LINE = re.compile(r'"[A-Z]+ (\S+) HTTP/[0-9.]+" (\d{3})')
 
 
-def run_schemathesis(url: str, seed: int, report_dir: Path) -> dict:
-    """One seeded `st run` against the server; its JSON run report."""
+def run_schemathesis(url: str, seed: int, report_dir: Path,
+                     api_key: str | None = None) -> dict:
+    """One seeded `st run` against the server (with its API key, if it has
+    one); its JSON run report."""
     report_dir.mkdir(parents=True, exist_ok=True)
     st = Path(sys.executable).with_name("st")
     command = [
@@ -46,6 +48,8 @@ def run_schemathesis(url: str, seed: int, report_dir: Path) -> dict:
         "--report", "json,junit,pytest", "--report-dir",
         str(report_dir)
     ]
+    if api_key:
+        command += ["--header", f"Authorization: Bearer {api_key}"]
     result = subprocess.run(command,
                             capture_output=True,
                             text=True,
@@ -94,7 +98,8 @@ def fuzz(server, report_dir: Path) -> dict:
     log = Path(server.log.name)
     start = log.stat().st_size
     reports = [
-        run_schemathesis(server.url, seed, report_dir / f"seed-{seed}")
+        run_schemathesis(server.url, seed, report_dir / f"seed-{seed}",
+                         server.api_key)
         for seed in SEEDS
     ]
     with log.open("rb") as f:

@@ -438,3 +438,61 @@ def test_server_side_errors(exc: Exception, status: int, error_type: str):
     response = tei_error_response(exc)
     assert response.status_code == status
     assert json.loads(response.body)["error_type"] == error_type
+
+
+@pytest.mark.parametrize(
+    ("api_key", "env_key", "key"),
+    [
+        (["s3cret"], None, "s3cret"),  # --api-key
+        (["one", "two"], None, "two"),  # several keys: any of them
+        (None, "s3cret", "s3cret"),  # VLLM_API_KEY
+        (["s3cret"], "other", "s3cret"),  # --api-key wins over the variable
+        (None, None, None),  # no key: the route is open
+    ],
+)
+def test_api_key_locks_the_route(api_key, env_key, key, monkeypatch):
+    """vLLM's middleware checks --api-key / VLLM_API_KEY only under /v1, /v2,
+    /inference and /cohere: the plugin locks /embed_sparse itself, with
+    vLLM's check of the bearer token, before the body is read (a request
+    past the lock gets the 424 of a server without a SPLADE model here)."""
+    import asyncio
+    from argparse import Namespace
+
+    from fastapi.testclient import TestClient
+
+    from vllm import envs
+
+    # VLLM_API_KEY as vLLM reads it (envs, cached once an engine started).
+    monkeypatch.setattr(envs, "VLLM_API_KEY", env_key, raising=False)
+    app = FastAPI()
+    plugin = EmbedSparsePlugin()
+    plugin.attach_router(app)
+    with TestClient(app) as client:
+        body = {"inputs": "what causes aging fast"}
+        refused = {"error": "Unauthorized", "error_type": "Unauthorized"}
+        # Before the server's keys are read, nothing gets through.
+        response = client.post("/embed_sparse", json=body)
+        assert (response.status_code, response.json()) == (401, refused)
+
+        args = Namespace(api_key=api_key)
+        asyncio.run(plugin.init_state(None, app.state, args))
+        if key is None:
+            assert client.post("/embed_sparse", json=body).status_code == 424
+            return
+        for headers in (
+            {},
+            {"Authorization": "Bearer wrong"},
+            {"Authorization": key},  # no scheme
+            {"Authorization": f"Basic {key}"},
+        ):
+            response = client.post("/embed_sparse", json=body, headers=headers)
+            assert (response.status_code, response.json()) == (401, refused)
+        # Refused before reading the body: an oversized one gets the 401 too.
+        response = client.post(
+            "/embed_sparse", content=b"x" * 3_000_000,
+            headers={"Content-Type": "application/json"})
+        assert response.status_code == 401
+        response = client.post(
+            "/embed_sparse", json=body, headers={"Authorization": f"Bearer {key}"}
+        )
+        assert response.status_code == 424, response.text
