@@ -132,19 +132,30 @@ fi
 # every general plugin unless VLLM_PLUGINS names some: the lanes that compare
 # the builds name none (an empty list), the plugin's lanes name it.
 export VLLM_PLUGINS=
+S=tests/entrypoints/pooling/embed_sparse
 if [ "${1:-}" = --plugin ]; then
-  # The series' SPLADE tests on stock vLLM (the unpatched build) with the
-  # vllm-splade plugin the venv has (scripts/install-wheel.sh): every
-  # family against sentence-transformers, SparseEncoder folders with no
-  # flags. Not the masked-LM models of the series' modernbert.py, which the
-  # plugin does not ship, nor its unit tests of modules stock vLLM lacks.
-  # Its /embed_sparse too, Router folders included (with the flags stock
-  # vLLM needs).
+  # What only stock vLLM (the unpatched build) with the vllm-splade plugin
+  # the venv has (scripts/install-wheel.sh) can break, not the patched
+  # lane's matrix again: loading and config reading (SparseEncoder folders
+  # with no flags, a plain masked-LM folder kept as one, the load-time
+  # errors), one parity with sentence-transformers per family (BERT,
+  # RoBERTa/XLM-R, DistilBERT, ModernBERT; the plugin's DistilBERT
+  # masked-LM and dense models, which stock lacks), and its /embed_sparse,
+  # all of it, Router folders included (with the flags stock vLLM needs).
+  # Left to the patched lane, which runs the same shipped modules: the
+  # trained checkpoint's parity (stock + the plugin serves it in make
+  # test's first lane), the second config layout of a family, RoBERTa by
+  # --hf-overrides, BGE-M3's dense output (stock's own model); not the
+  # masked-LM models of the series' modernbert.py, which the plugin does
+  # not ship, nor its unit tests of modules stock vLLM lacks.
   bsite=$(PYTHON_FOR_SITE="$py" scripts/build-base-site.sh)
-  export VLLM_PLUGINS=vllm_splade
+  export VLLM_PLUGINS=vllm_splade,vllm_splade_embed_sparse
   lane plugin "$tree" "$bsite" "$P/test_splade.py" "$P/test_distilbert.py" \
-    "$P/test_modernbert.py" tests/entrypoints/pooling/embed_sparse \
-    -k "not (test_modernbert and test_masked_lm_logits_match_transformers)"
+    "$P/test_modernbert.py" "$S" \
+    -k "not (test_modernbert and test_masked_lm_logits_match_transformers) \
+and not test_offline_dense_embed_is_unchanged and not pretrained \
+and not RobertaForMaskedLM-overrides0 and not max-log1p_relu-5.x \
+and not (test_distilbert and 5.x)"
   version=$(cat "$out/plugin.version")
   if [ "$version" != "$(version "$bsite")" ]; then
     echo "vllm-tests: the plugin lane ran vllm $version, not stock" >&2
@@ -156,10 +167,16 @@ fi
 if [ "${1:-}" = --fast ]; then
   # UltraVBert's registry entries import torchvision, left out of the venv
   # (requirements/vllm-runtime.in): they fail unpatched too.
-  export VLLM_PLUGINS=vllm_splade  # its /embed_sparse on the patched build
+  # The plugin's /embed_sparse on the patched build: what the series
+  # changes under it (a Router's route, in-tree here; BGE-M3's dense output
+  # beside its sparse one) and its unit tests; the route's protocol itself
+  # is the stock lane's (and make test's first lane serves it on this build).
+  export VLLM_PLUGINS=vllm_splade,vllm_splade_embed_sparse
   lane fast "$tree" "" "$splade" tests/models/test_registry.py \
-    tests/entrypoints/pooling/embed_sparse tests/entrypoints/pooling/embed/test_embed_route.py \
-    tests/test_pooling_params.py \
+    "$S/test_embed_sparse_plugin.py" "$S/test_embed_sparse_router.py" \
+    "$S/test_bge_m3.py::test_offline_dense_embed_is_unchanged[bge-m3]" \
+    "$S/test_bge_m3.py::test_rows_of_token_ids" \
+    tests/entrypoints/pooling/embed/test_embed_route.py tests/test_pooling_params.py \
     -k "(bert or bge or coverage or splade or embed_sparse or embed_route) and not UltraVBert"
   exit
 fi
