@@ -1,12 +1,19 @@
 #!/usr/bin/env bash
-# The test lanes, in order: our tests (tests/), then the series' vLLM tests
-# and the registry subset of vLLM's own suite (scripts/vllm-tests.sh
-# --fast), then the plugin on stock vLLM (--plugin). Each lane's closing
-# pytest line goes to build/test-summary.txt (used by make pr); its wall
-# time and engine starts (every vLLM process of the lane logs its engine
-# cores to build/engine-starts/, scripts/engine-log.py) to
-# build/timings.tsv; at the end, scripts/time-report.py prints where this
-# run's time went and the tests of all lanes in one closing line.
+# The three test lanes, run at once: our tests (tests/), the series' vLLM
+# tests and the registry subset of vLLM's own suite on the patched build
+# (scripts/vllm-tests.sh --fast), and the plugin on stock vLLM (--plugin).
+# A lane spends most of its time in single-threaded engine start-ups
+# (imports, compilation) and waits: alone, the stock lane kept 0.55 of the
+# 2 cores busy and the patched one 0.8, so together they take the time of
+# the longest (measured: docs/testing.md). Each lane
+# writes build/lanes/NAME.log, printed whole when it ends (and a line of
+# progress every few minutes meanwhile); its closing pytest line goes to
+# build/test-summary.txt (used by make pr), its wall time and engine
+# starts (every vLLM process of the lane logs its engine cores to
+# build/engine-starts/, scripts/engine-log.py) to build/timings.tsv; at
+# the end scripts/time-report.py prints where this run's time went and the
+# tests of all lanes in one closing line. LANES=ours,series,plugin picks
+# lanes (all by default).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
@@ -20,48 +27,85 @@ SPLADE_STOCK_SITE=$(scripts/build-base-site.sh)
 export SPLADE_STOCK_SITE
 summary="$PWD/build/test-summary.txt"
 : > "$summary"
-rm -rf build/engine-starts
-trap 'echo "== summary"; cat "$summary"; "$py" scripts/time-report.py "$SPLADE_RUN"' EXIT
+rm -rf build/engine-starts build/lanes
+mkdir -p build/lanes
+trap 'kill $(jobs -p) 2>/dev/null; echo "== summary"; cat "$summary"
+  "$py" scripts/time-report.py "$SPLADE_RUN"' EXIT
+lanes_start=$SECONDS
 
 lane() {  # lane NAME CMD...: run CMD, keep its closing pytest line and time
-  local name=$1 log engines start=$SECONDS rc
+  local name=$1 engines start=$SECONDS rc
   shift
-  log=$(mktemp)
-  engines="build/engine-starts/$(tr -c 'a-zA-Z0-9\n' - <<<"$name").log"
+  engines="build/engine-starts/$(slug "$name").log"
   echo "== $name"
   set +e
-  VLLM_LOGGING_CONFIG_PATH=$("$py" scripts/engine-log.py config "$engines") \
-    "$@" 2>&1 | tee "$log"
-  rc=${PIPESTATUS[0]}
+  VLLM_LOGGING_CONFIG_PATH=$("$py" scripts/engine-log.py config "$engines") "$@"
+  rc=$?
   set -e
-  echo "$name: $(grep -E '^=* ?[0-9]+ (passed|failed)' "$log" | tail -n 1 | tr -d '=')" \
-    >> "$summary"
   printf '%s\t%s\t%d\t%d\n' "$SPLADE_RUN" "lane $name" $((SECONDS - start)) \
     "$("$py" scripts/engine-log.py count "$engines")" >> build/timings.tsv
-  rm -f "$log"
   return "$rc"
 }
+slug() { tr -c 'a-zA-Z0-9\n' - <<<"$1"; }
 pytest() {
   "$py" -m pytest -p no:cacheprovider -q -rfEs --timeout=900 ${PYTEST_ARGS:-} "$@"
 }
 
+declare -A names logs
+start_lane() {  # start_lane KEY NAME CMD...: the lane in the background
+  local key=$1 name=$2
+  shift 2
+  [[ ,${LANES:-ours,series,plugin}, == *,$key,* ]] || return 0
+  logs[$key]="build/lanes/$(slug "$name").log"
+  lane "$name" "$@" >"${logs[$key]}" 2>&1 &
+  names[$!]=$key
+}
+
 # The tests the series carries into vLLM's tree (tests/test_series.py,
-# CARRIED) run in the vLLM lane, from the patched tree, in a process of
-# their own: the /embed_sparse one needs vLLM's tests/utils.py, and the
+# CARRIED) run in the vLLM lanes, from the patched tree, in processes of
+# their own: the /embed_sparse ones need vLLM's tests/utils.py, and the
 # model ones start and fail engines of their own, which must not share a
 # process with this lane's session engine.
-failed=()  # every lane runs; the run fails if any did
-lane "ours (tests/)" pytest tests --ignore=tests/entrypoints/pooling \
+start_lane ours "ours (tests/)" pytest tests --ignore=tests/entrypoints/pooling \
   --ignore=tests/models/language/pooling/test_splade.py \
   --ignore=tests/models/language/pooling/test_splade_sparse_pooler.py \
   --ignore=tests/models/language/pooling/test_distilbert.py \
   --ignore=tests/models/language/pooling/test_modernbert.py \
-  --ignore=tests/models/language/pooling/test_splade_router.py ||
-  failed+=(ours)
-lane "vLLM: the series' tests + registry" scripts/vllm-tests.sh --fast ||
-  failed+=(series)
-lane "vLLM: SPLADE on stock vLLM + the vllm-splade plugin" \
-  scripts/vllm-tests.sh --plugin || failed+=(plugin)
+  --ignore=tests/models/language/pooling/test_splade_router.py
+start_lane series "vLLM: the series' tests + registry" scripts/vllm-tests.sh --fast
+start_lane plugin "vLLM: SPLADE on stock vLLM + the vllm-splade plugin" \
+  scripts/vllm-tests.sh --plugin
+echo "== ${#names[@]} lanes running at once: ${logs[*]}"
+
+# Progress while they run: each running lane's last line, every 3 minutes.
+(
+  started=$SECONDS
+  while sleep 180; do
+    for log in "${logs[@]}"; do
+      [ -f "$log.done" ] && continue
+      echo "[$(( (SECONDS - started) / 60 )) min] $(basename "$log" .log):" \
+        "$(tail -c 2000 "$log" | tr '\r' '\n' | grep -v '^$' | tail -n 1 | cut -c1-100)"
+    done
+  done
+) &
+ticker=$!
+
+failed=()  # every lane runs to its end; the run fails if any did
+while [ ${#names[@]} -gt 0 ]; do
+  rc=0
+  wait -n -p pid "${!names[@]}" || rc=$?
+  key=${names[$pid]}
+  unset "names[$pid]"
+  touch "${logs[$key]}.done"
+  cat "${logs[$key]}"
+  name=$(sed -n '1s/^== //p' "${logs[$key]}")
+  echo "$name: $(grep -E '^=* ?[0-9]+ (passed|failed)' "${logs[$key]}" | tail -n 1 |
+    tr -d '=')" >> "$summary"
+  [ "$rc" = 0 ] || failed+=("$key")
+done
+kill "$ticker" 2>/dev/null || true
+printf '%s\t%s\t%d\n' "$SPLADE_RUN" "lanes, at once" $((SECONDS - lanes_start)) \
+  >> build/timings.tsv
 if [ ${#failed[@]} -gt 0 ]; then
   echo "run-tests: lanes failed: ${failed[*]}" >&2
   exit 1
