@@ -29,8 +29,15 @@ summary="$PWD/build/test-summary.txt"
 : > "$summary"
 rm -rf build/engine-starts build/lanes
 mkdir -p build/lanes
-trap 'kill $(jobs -p) 2>/dev/null; echo "== summary"; cat "$summary"
-  "$py" scripts/time-report.py "$SPLADE_RUN"' EXIT
+finish() {
+  local running
+  running=$(jobs -p)
+  [ -z "$running" ] || kill $running 2>/dev/null || true
+  echo "== summary"
+  cat "$summary"
+  "$py" scripts/time-report.py "$SPLADE_RUN"
+}
+trap finish EXIT
 lanes_start=$SECONDS
 
 lane() {  # lane NAME CMD...: run CMD, keep its closing pytest line and time
@@ -51,7 +58,7 @@ pytest() {
   "$py" -m pytest -p no:cacheprovider -q -rfEs --timeout=900 ${PYTEST_ARGS:-} "$@"
 }
 
-declare -A names logs
+declare -A names=() logs=()
 start_lane() {  # start_lane KEY NAME CMD...: the lane in the background
   local key=$1 name=$2
   shift 2

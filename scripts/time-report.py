@@ -29,13 +29,13 @@ def main(run: str) -> None:
     at_once = [int(s) for name, s, *_ in rows if name == "lanes, at once"]
     print(f"== where the time went (run {run})")
     for name, seconds in setup:
-        print(f"  set-up  {name:<40} {minutes(seconds)}")
+        print(f"  set-up  {name:<52} {minutes(seconds)}")
     for name, seconds, engines in lanes:
-        print(f"  lane    {name:<40} {minutes(seconds)}  {engines} engine starts")
+        print(f"  lane    {name:<52} {minutes(seconds)}  {engines} engine starts")
     total_setup = sum(s for _, s in setup)
     total_lanes = at_once[-1] if at_once else sum(s for _, s, _ in lanes)
     print(f"  total   set-up {minutes(total_setup)}, lanes {minutes(total_lanes)}"
-          f"{' (at once)' if at_once else ''}"
+          f"{' at once' if at_once else ''}"
           f" ({sum(e for *_, e in lanes)} engine starts), "
           f"all {minutes(total_setup + total_lanes)}")
     counts = {"passed": 0, "failed": 0, "skipped": 0, "error": 0}
