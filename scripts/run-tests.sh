@@ -23,7 +23,7 @@ export VLLM_TEST_SPLADE_MODEL="$SPLADE_TINY"
 export SPLADE_RUN=${SPLADE_RUN:-manual}
 py="$PWD/.venv/bin/python"
 # Stock vLLM (the unpatched CPU build of the pin), for the plugin's tests.
-SPLADE_STOCK_SITE=$(scripts/build-base-site.sh)
+SPLADE_STOCK_SITE=$(scripts/timed.sh stock-site scripts/build-base-site.sh)
 export SPLADE_STOCK_SITE
 summary="$PWD/build/test-summary.txt"
 : > "$summary"

@@ -118,13 +118,18 @@ git -C "$tree" checkout --quiet -B "$branch" update-pin
 git -C "$tree" branch --quiet -D update-pin
 cp "$pin" vllm-version.txt
 # The plugin's releases for a vLLM series are <series>.N: a new series
-# starts at N = 0 (vendor-series.py refuses a stage whose series is not
-# the pin's).
+# starts at N = 0, a new pin in the same series ships as N + 1 (its
+# modules are the moved series'; vendor-series.py refuses a stage whose
+# series is not the pin's).
 series=$(cut -d. -f1,2 <<<"$version")
-if [ "$(cut -d. -f1,2 <<<"$from")" != "$series" ]; then
-  sed -i "s/^__version__ = \".*\"$/__version__ = \"$series.0\"/" \
-    plugin/vllm_splade/__init__.py
+plugin_version=$(sed -n 's/^__version__ = "\(.*\)"$/\1/p' plugin/vllm_splade/__init__.py)
+if [ "$(cut -d. -f1,2 <<<"$plugin_version")" = "$series" ]; then
+  next="$series.$(( $(cut -d. -f3 <<<"$plugin_version") + 1 ))"
+else
+  next="$series.0"
 fi
+sed -i "s/^__version__ = \".*\"$/__version__ = \"$next\"/" \
+  plugin/vllm_splade/__init__.py
 cp "$report" "$resolutions/report.md"
 scripts/refresh-patches.sh >/dev/null
 echo "== update-pin: vLLM $from -> $version, per patch:"

@@ -18,6 +18,7 @@ endpoint is absent, with the same reason in the log.
 """
 
 import importlib.util
+import re
 
 from vllm.logger import init_logger
 
@@ -73,15 +74,11 @@ def vllm_version() -> str:
 
 def vllm_series(version: str) -> str | None:
     """A vLLM version's release series ("0.34" for 0.34.1.post1,
-    0.34.0rc2, 0.34.1.dev5+gabc or 0.34.0+cpu); None if it is no PEP 440
-    version."""
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        release = Version(version).release
-    except InvalidVersion:
-        return None
-    return ".".join(str(part) for part in release[:2])
+    0.34.0rc2, 0.34.1.dev5+gabc or 0.34.0+cpu): the first two numbers of
+    its PEP 440 release segment; None if it has none ("dev", vLLM's own
+    fallback)."""
+    found = re.match(r"v?(?:\d+!)?(\d+)\.(\d+)(?![\d])", version.strip())
+    return f"{int(found[1])}.{int(found[2])}" if found else None
 
 
 def refusal_reason(missing: list[str] | None = None) -> str | None:
@@ -131,7 +128,31 @@ def register() -> None:
     try:
         _register()
     except Exception:
-        logger.exception("vllm-splade: not registered; vLLM runs without it")
+        logger.exception(
+            "vllm-splade: not registered; its SPLADE architectures are refused"
+        )
+        _refuse("vllm-splade failed to register on this vLLM (see its log)")
+
+
+def _refuse(reason: str) -> None:
+    """The SPLADE architectures and sentence-transformers sparse folders fail
+    to load, saying why: vLLM's own classes would serve other vectors
+    ([CLS]/[SEP] dropped, today's checkpoints mis-loaded, a SparseEncoder
+    folder as the masked-LM or dense model its config.json names) without
+    a word. Best effort: on another vLLM either step may be impossible."""
+    try:
+        from vllm import ModelRegistry
+
+        for arch in SPARSE_MODELS:
+            ModelRegistry.register_model(arch, f"{__name__}.refused:{arch}")
+    except Exception:
+        logger.exception("vllm-splade: could not refuse the SPLADE architectures")
+    try:
+        from .refusing_config import register_refusing_config
+
+        register_refusing_config(reason)
+    except Exception:
+        logger.exception("vllm-splade: could not refuse SparseEncoder folders")
 
 
 def _register() -> None:
@@ -145,12 +166,8 @@ def _register() -> None:
 
     reason = cannot_serve()
     if reason is not None:
-        # The SPLADE architectures fail to load, saying why: vLLM's own
-        # classes would serve other vectors ([CLS]/[SEP] dropped, today's
-        # checkpoints mis-loaded) without a word.
-        for arch in SPARSE_MODELS:
-            ModelRegistry.register_model(arch, f"{__name__}.refused:{arch}")
         logger.error(reason)
+        _refuse(reason)
         return
 
     known = set(ModelRegistry.get_supported_archs())

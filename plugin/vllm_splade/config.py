@@ -14,11 +14,7 @@ from pathlib import Path
 
 from transformers import PreTrainedConfig
 from transformers.utils import CONFIG_NAME as HF_CONFIG_NAME
-from vllm.transformers_utils.config import (
-    file_or_path_exists,
-    get_config_parser,
-    register_config_parser,
-)
+from vllm.transformers_utils.config import get_config_parser, register_config_parser
 from vllm.transformers_utils.config_parser_base import ConfigParserBase
 
 from vllm.logger import init_logger
@@ -52,10 +48,12 @@ class SparseEncoderConfigParser(ConfigParserBase):
                 model, trust_remote_code, revision, code_revision, **kwargs
             )
         except Exception:
-            # Only a folder without a config.json may be a Router, and only
-            # then is modules.json looked at: any other failure is the
-            # wrapped parser's, raised as it was.
-            if file_or_path_exists(model, HF_CONFIG_NAME, revision=revision):
+            # Only a local folder without a config.json may be a Router (on
+            # stock vLLM a Router loads from a local folder), and only then
+            # is modules.json looked at: any other failure is the wrapped
+            # parser's, raised as it was.
+            folder = Path(model)
+            if not folder.is_dir() or (folder / HF_CONFIG_NAME).is_file():
                 raise
             sparse_router = get_sparse_router_config(str(model), revision)
             if sparse_router is None:

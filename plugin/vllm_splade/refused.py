@@ -6,4 +6,6 @@ classes' other vectors."""
 
 from . import cannot_serve
 
-raise ImportError(cannot_serve() or "vllm-splade refused this vLLM")
+raise ImportError(
+    cannot_serve() or "vllm-splade failed to register on this vLLM (see its log)"
+)

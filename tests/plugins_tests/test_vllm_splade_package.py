@@ -79,26 +79,30 @@ def standin_vllm(version: str, folder: Path) -> Path:
 def index(tmp_path_factory) -> Path:
     """A package index of stand-in vLLM releases, newest 0.36.0."""
     folder = tmp_path_factory.mktemp("index")
-    for version in ["0.34.0", "0.34.1", "0.34.0rc1", "0.35.0", "0.36.0"]:
+    for version in ["0.33.0", "0.34.0", "0.34.1", "0.34.0rc1", "0.35.0",
+                    "0.36.0", "0.37.0rc1"]:
         standin_vllm(version, folder)
     return folder
 
 
-@pytest.mark.parametrize("installed", ["0.34.1", "0.35.0", "0.34.0rc1"])
+@pytest.mark.parametrize("installed",
+                         ["0.34.1", "0.35.0", "0.34.0rc1", "0.33.0", None])
 def test_pip_keeps_the_vllm_that_is_installed(installed, index, tmp_path):
     """pip installs the plugin wheel with its dependencies resolved against
-    an index that offers other vLLM releases (0.34.0, 0.36.0), into a venv
-    that has a vLLM already: that vLLM stays."""
+    an index that offers other vLLM releases (0.34.0, 0.36.0, a 0.37 rc),
+    into a venv that has a vLLM already, or none: pip leaves vLLM as it
+    was (an older series stays too: the gate refuses it at load, loudly)."""
     venv = tmp_path / "venv"
     run([sys.executable, "-m", "venv", venv])
     pip = [venv / "bin/python", "-m", "pip", "install", "--no-index",
            "--find-links", index, "--disable-pip-version-check", "--quiet"]
-    run([*pip, f"vllm=={installed}"])
+    if installed:
+        run([*pip, f"vllm=={installed}"])
     run([*pip, plugin_wheel()])
     listed = json.loads(run([venv / "bin/python", "-m", "pip", "list",
                              "--format", "json"]).stdout)
     versions = {p["name"]: p["version"] for p in listed}
-    assert versions["vllm"] == installed
+    assert versions.get("vllm") == installed
     assert versions["vllm-splade"] == plugin_wheel().name.split("-")[1]
 
 
@@ -140,21 +144,31 @@ try:
 except RuntimeError as error:
     out["endpoint"] = str(error)
 from vllm import LLM
-try:  # what a user of a SPLADE model gets
-    LLM(model=SPLADE_TINY, runner="pooling", enforce_eager=True,
-        hf_overrides={"architectures": ["BertSpladeSparseEmbeddingModel"]})
-    out["llm"] = "started"
-except Exception as error:
-    out["llm"] = f"{type(error).__name__}: {error}"
+for key, kwargs in [  # what a user of a SPLADE model gets
+        ("llm", dict(model=SPLADE_TINY, hf_overrides={
+            "architectures": ["BertSpladeSparseEmbeddingModel"]})),
+        ("folder", dict(model=SPARSE_ENCODER))]:  # no flags
+    try:
+        LLM(runner="pooling", enforce_eager=True, **kwargs)
+        out[key] = "started"
+    except Exception as error:
+        out[key] = f"{type(error).__name__}: {error}"
 print(json.dumps(out))
 """
 
 
-def test_another_series_is_refused_loudly(other_series_site, splade_tiny):
-    """On vLLM 0.35 the SPLADE architectures fail to load with the reason
-    (what is installed, what is needed), vLLM's other models are untouched,
-    DistilBERT is not added, and the endpoint refuses with the same reason."""
-    code = REFUSED.replace("SPLADE_TINY", repr(splade_tiny))
+def test_another_series_is_refused_loudly(other_series_site, splade_tiny,
+                                         tmp_path):
+    """On vLLM 0.35 the SPLADE architectures and SparseEncoder folders fail
+    to load with the reason (what is installed, what is needed), where
+    stock would serve the folder as the masked-LM model its config.json
+    names; vLLM's other models are untouched, DistilBERT is not added, and
+    the endpoint refuses with the same reason."""
+    from tests.checkpoints import save_sparse_encoder_of
+    folder = tmp_path / "sparse-encoder"
+    save_sparse_encoder_of(splade_tiny, str(folder))
+    code = (REFUSED.replace("SPLADE_TINY", repr(splade_tiny))
+            .replace("SPARSE_ENCODER", repr(str(folder))))
     proc = run([sys.executable, "-c", code], cwd=ROOT,
                env={"PYTHONPATH": str(other_series_site), "HF_HUB_OFFLINE": "1"})
     got = json.loads(proc.stdout.splitlines()[-1])
@@ -179,6 +193,7 @@ def test_another_series_is_refused_loudly(other_series_site, splade_tiny):
     # architecture, and the reason is in its log just above.
     assert ("Model architectures ['BertSpladeSparseEmbeddingModel'] failed "
             "to be inspected") in got["llm"], got["llm"]
+    assert "is a sparse encoder; " + reason in got["folder"], got["folder"]
     assert log.count(reason) >= 3, log[-3000:]
 
 
@@ -220,7 +235,7 @@ def test_the_wheel_is_publishable():
     metadata = files[f"{info}/METADATA"].decode()
     assert "License-Expression: Apache-2.0" in metadata
     assert "Requires-Python: <3.15,>=3.11" in metadata
-    assert "Requires-Dist: vllm>=0.34.0.dev0" in metadata
+    assert "Requires-Dist" not in metadata  # not even vllm: pip leaves it be
     assert "Classifier: Typing :: Typed" in metadata
     assert "Project-URL: " in metadata
     assert f"{info}/licenses/LICENSE" in files
@@ -254,27 +269,32 @@ def interpreters() -> list[str]:
 
 
 def test_the_sdist_builds_the_same_wheel_on_every_python(tmp_path):
-    """The sdist holds everything the wheel needs (the series' modules
-    included): `pip wheel` of it, offline, with only setuptools and
-    requirements/tools.txt's pins, gives the wheel in dist/ byte for byte,
-    on Python 3.11 and 3.12/3.13."""
+    """`make build-plugin`'s script, run with a venv of Python 3.12 and 3.13
+    that has requirements/tools.txt (a 3.12+ venv has no setuptools of its
+    own), makes the same wheel as the tools venv's Python 3.11, byte for
+    byte; and the sdist holds everything the wheel needs (the series'
+    modules included): `pip wheel` of it, offline, gives that wheel too."""
     with tarfile.open(plugin_sdist()) as sdist:
         names = sdist.getnames()
     top = names[0].split("/")[0]
     for member in ["LICENSE", "NOTICE", "pyproject.toml", "PKG-INFO",
                    "vllm_splade/models/splade.py", "vllm_splade/py.typed"]:
         assert f"{top}/{member}" in names, member
-    want = wheel_members(plugin_wheel())
+    want = plugin_wheel().read_bytes()
     for n, python in enumerate(interpreters()):
         venv = tmp_path / f"venv{n}"
         run([python, "-m", "venv", venv])
         run([UV, "pip", "install", "--quiet", "--python", venv / "bin/python",
              "-r", ROOT / "requirements/tools.txt"])
-        out = tmp_path / f"wheel{n}"
-        run([venv / "bin/python", "-m", "pip", "wheel", "--quiet", "--no-deps",
-             "--no-build-isolation", "--no-index", "-w", out, plugin_sdist()],
-            env={"SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH})
+        out = tmp_path / f"dist{n}"
+        run([ROOT / "scripts/build-plugin.sh"], cwd=ROOT,
+            env={"TOOLS_PYTHON": str(venv / "bin/python"), "DIST": str(out)})
         (built, ) = out.glob("*.whl")
         assert built.name == plugin_wheel().name
-        assert built.read_bytes() == plugin_wheel().read_bytes(), python
-        assert wheel_members(built) == want
+        assert built.read_bytes() == want, python
+        from_sdist = tmp_path / f"from-sdist{n}"
+        run([venv / "bin/python", "-m", "pip", "wheel", "--quiet", "--no-deps",
+             "--no-build-isolation", "--no-index", "-w", from_sdist,
+             plugin_sdist()],
+            env={"SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH})
+        assert (from_sdist / built.name).read_bytes() == want, python

@@ -19,6 +19,31 @@ from vllm.logger import init_logger
 logger = init_logger(f"vllm.{__name__}")
 
 
+def check_splade_is_ours(architecture: str, task: str | None) -> None:
+    """A SPLADE model behind /embed_sparse must be the series' class (the
+    plugin's, or vLLM's own where vLLM has the series): with the endpoint
+    named in VLLM_PLUGINS but not the models' plugin, stock vLLM would
+    serve its own SPLADE class, whose vectors differ. Refused at start."""
+    from vllm import ModelRegistry
+
+    from .. import series_in_tree
+
+    if task != "embed" or series_in_tree():
+        return  # BGE-M3's lexical weights are vLLM's own model's
+    entry = ModelRegistry.models.get(architecture)
+    module = getattr(entry, "module_name", None) or getattr(
+        getattr(entry, "model_cls", None), "__module__", ""
+    )
+    if not str(module).startswith("vllm_splade."):
+        raise RuntimeError(
+            f"vllm-splade: /embed_sparse would serve vLLM's own {architecture} "
+            f"({module}), not vllm-splade's: VLLM_PLUGINS names the endpoint "
+            "but not the models' plugin. Set "
+            "VLLM_PLUGINS=vllm_splade,vllm_splade_embed_sparse (and your "
+            "other plugins)."
+        )
+
+
 class EmbedSparsePlugin:
     name = "vllm_splade_embed_sparse"
     required_tasks = ("embed", "token_classify")
@@ -64,6 +89,7 @@ class EmbedSparsePlugin:
                 model_config.architecture,
             )
             return
+        check_splade_is_ours(model_config.architecture, task)
         request_logger = (
             RequestLogger(max_log_len=args.max_log_len)
             if args.enable_log_requests

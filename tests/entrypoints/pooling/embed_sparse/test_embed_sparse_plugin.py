@@ -117,3 +117,23 @@ def test_api_key_locks_the_route(api_key, env_key, key, monkeypatch):
             "/embed_sparse", json=body, headers={"Authorization": f"Bearer {key}"}
         )
         assert response.status_code == 424, response.text
+
+
+def test_endpoint_refuses_vllms_own_splade_class(monkeypatch):
+    """With the endpoint in VLLM_PLUGINS but not the models' plugin, stock
+    vLLM serves its own SPLADE class, whose vectors differ: the server
+    refuses to start, saying which VLLM_PLUGINS to set. BGE-M3's lexical
+    weights are vLLM's own model's, and the plugin's class is served."""
+    import vllm_splade
+    from vllm import ModelRegistry
+    from vllm_splade.embed_sparse import check_splade_is_ours
+
+    monkeypatch.setattr(vllm_splade, "series_in_tree", lambda: False)
+    arch = "BertSpladeSparseEmbeddingModel"
+    monkeypatch.setitem(ModelRegistry.models, arch, ModelRegistry.models[arch])
+    ModelRegistry.register_model(arch, "vllm.model_executor.models.bert:" + arch)
+    with pytest.raises(RuntimeError, match="VLLM_PLUGINS=vllm_splade,vllm_splade_embed"):
+        check_splade_is_ours(arch, "embed")
+    check_splade_is_ours("BgeM3EmbeddingModel", "token_classify")
+    ModelRegistry.register_model(arch, f"vllm_splade.models.splade:{arch}")
+    check_splade_is_ours(arch, "embed")
