@@ -136,3 +136,86 @@ def ensure_folder(save,
     save(source, str(tmp))
     tmp.rename(out)
     return out
+
+
+# Module type names as the published folders keep them (sentence-transformers
+# 5.x wrote these; 6.x reads them still) -> today's.
+_NAMES_5X = {
+    "sentence_transformers.base.modules.router.Router":
+    "sentence_transformers.models.Router",
+    "sentence_transformers.sparse_encoder.modules.sparse_static_embedding."
+    "SparseStaticEmbedding":
+    "sentence_transformers.sparse_encoder.models.SparseStaticEmbedding",
+    "sentence_transformers.sparse_encoder.modules.mlm_transformer."
+    "MLMTransformer":
+    "sentence_transformers.sparse_encoder.models.MLMTransformer",
+    "sentence_transformers.sparse_encoder.modules.splade_pooling."
+    "SpladePooling":
+    "sentence_transformers.sparse_encoder.models.SpladePooling",
+}
+
+
+def publish_router_as_released(out: str, root_route: str = "document") -> str:
+    """A Router folder sentence-transformers 6 saved, rewritten to the
+    layout OpenSearch's and naver's published folders have: `root_route`'s
+    model at the folder's root (module key ""), its own folder gone, and
+    5.x type names in modules.json and router_config.json."""
+    folder = Path(out)
+    modules = json.loads((folder / "modules.json").read_text())
+    for module in modules:
+        module["type"] = _NAMES_5X.get(module["type"], module["type"])
+    (folder / "modules.json").write_text(json.dumps(modules, indent=2))
+    router = json.loads((folder / "router_config.json").read_text())
+    moved = router["structure"][root_route][0]
+    for item in (folder / moved).iterdir():
+        item.rename(folder / item.name)
+    (folder / moved).rmdir()
+    router["types"] = {("" if key == moved else key): _NAMES_5X.get(t, t)
+                       for key, t in router["types"].items()}
+    for names in router["structure"].values():
+        names[:] = ["" if name == moved else name for name in names]
+    (folder / "router_config.json").write_text(json.dumps(router, indent=4))
+    return out
+
+
+def save_opensearch_doc_of(masked_lm: str, out: str) -> str:
+    """`masked_lm` laid out as OpenSearch publishes its inference-free
+    models (opensearch-neural-sparse-encoding-doc-v1/-v2-mini/-v3-distill,
+    read from their file pages: doc-v3-distill at revision babf71f):
+    modules.json's one module a Router at path "", the document model's
+    config.json, weights and tokenizer at the root, document_1_SpladePooling/
+    (max, log1p_relu), query_0_SparseStaticEmbedding/, and the files the
+    OpenSearch plugin reads beside them (idf.json, query_token_weights.txt),
+    which sentence-transformers ignores."""
+    save_inference_free_of(masked_lm, out, activation="log1p_relu")
+    publish_router_as_released(out)
+    folder = Path(out)
+    tokenizer = json.loads((folder / "tokenizer.json").read_text())
+    vocab = list(tokenizer["model"]["vocab"])
+    idf = {token: 1.0 for token in vocab[:10]}
+    (folder / "idf.json").write_text(json.dumps(idf))
+    (folder / "query_token_weights.txt").write_text(
+        "".join(f"{token}\t1.0\n" for token in vocab[:10]))
+    return out
+
+
+def save_naver_efficient_of(query_lm: str, document_lm: str, out: str) -> str:
+    """Two masked-LM models laid out as naver publishes its efficient
+    SPLADE pairs (efficient-splade-VI-BT-large-doc at revision 6c9c7be,
+    read from its file page): a Router at path "" whose "query" route runs
+    query_0_MLMTransformer/ (the BERT query encoder) with
+    query_1_SpladePooling/, and whose "document" route runs the model at
+    the root (the DistilBERT document encoder) with document_1_SpladePooling/,
+    both max + relu. (The -query folder is the same pair with the query
+    model at the root.)"""
+    from sentence_transformers import SparseEncoder
+    from sentence_transformers.base.modules import Router
+    from sentence_transformers.sparse_encoder.modules import (MLMTransformer,
+                                                              SpladePooling)
+    router = Router.for_query_document(
+        query_modules=[MLMTransformer(query_lm),
+                       SpladePooling("max")],
+        document_modules=[MLMTransformer(document_lm),
+                          SpladePooling("max")])
+    SparseEncoder(modules=[router], device="cpu").save(out)
+    return publish_router_as_released(out)

@@ -35,7 +35,11 @@ class SpladeServer:
                  timeout: float = 180.0,
                  name: str = "splade",
                  env: Optional[dict[str, str]] = None,
-                 api_key: Optional[str] = None) -> None:
+                 api_key: Optional[str] = None,
+                 enforce_eager: bool = True,
+                 dtype: Optional[str] = "float32") -> None:
+        """`enforce_eager=False`: compiled, with kernel warm-up, as a bare
+        `vllm serve` starts; `dtype=None`: vLLM's default for the model."""
         self.model = name
         # With a key, every request of request() carries it unless told not.
         self.api_key = api_key
@@ -44,9 +48,13 @@ class SpladeServer:
         self.args = [
             sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", model,
             "--served-model-name", self.model, "--runner", "pooling",
-            "--dtype", "float32", "--enforce-eager", "--host", "127.0.0.1",
-            "--port", str(self.port), *extra_args
+            "--host", "127.0.0.1", "--port",
+            str(self.port), *extra_args
         ]
+        if dtype:
+            self.args += ["--dtype", dtype]
+        if enforce_eager:
+            self.args += ["--enforce-eager"]
         if hf_overrides:
             self.args += ["--hf-overrides", json.dumps(hf_overrides)]
         if api_key:

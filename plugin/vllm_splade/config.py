@@ -4,11 +4,13 @@
 plugin's), then the series' reading of the folder's SpladePooling
 (`apply_sparse_encoder_config`, which the series calls in `get_config`).
 
-An inference-free sparse encoder (a Router folder) has no config.json at
-its root, so stock vLLM's `get_config` reaches this parser only with
-`--config-format hf`; where the parser it wraps finds no config, it then
-reads the model route's, as the series' `get_config` does (other models
-are never probed for a Router)."""
+An inference-free sparse encoder (a Router folder) in sentence-transformers'
+layout has no config.json at its root, so stock vLLM's `get_config` reaches
+this parser only with `--config-format hf`; where the parser it wraps finds
+no config, it then reads the model route's, as the series' `get_config`
+does (other models are never probed for a Router). One in OpenSearch's
+layout (the model at the root) needs no flag: its root config is the
+model's."""
 
 from pathlib import Path
 
@@ -59,11 +61,14 @@ class SparseEncoderConfigParser(ConfigParserBase):
             if sparse_router is None:
                 raise
             kwargs["subfolder"] = sparse_router["model_path"]
-            _warn_default_route(str(model), sparse_router)
             config_dict, config = self.wrapped.parse(
                 model, trust_remote_code, revision, code_revision, **kwargs
             )
+        # A Router whose model sits at the root (OpenSearch's layout) is
+        # found here, from the root's masked-LM config.
         apply_sparse_encoder_config(config, str(model), revision, sparse_router)
+        if sparse_router := getattr(config, "sparse_router", None):
+            _warn_default_route(str(model), sparse_router)
         return config_dict, config
 
 
@@ -84,11 +89,28 @@ def _warn_default_route(model: str, sparse_router: dict) -> None:
     differs from the series (which tokenizes a static route without special
     tokens on every entry point, and refuses a missing route)."""
     default = sparse_router["default_route"]
+    other_routes = sparse_router.get("other_routes", {})
     if model in _warned or (
-        default is not None and default not in sparse_router["static_routes"]
+        default is not None
+        and default not in sparse_router["static_routes"]
+        and default not in other_routes
     ):
         return
     _warned.add(model)
+    if default in other_routes:
+        logger.warning(
+            "vllm-splade: the default route of %s, %r, runs another model "
+            "(%s/) than this server (its %r route). /embed_sparse refuses "
+            "it; on stock vLLM /v1/embeddings and offline requests that name "
+            "no route get the %r route's vectors: name the route in every "
+            "request.",
+            model,
+            default,
+            other_routes[default],
+            sparse_router["model_route"],
+            sparse_router["model_route"],
+        )
+        return
     if default is None:
         logger.warning(
             "vllm-splade: %s has no default route. On stock vLLM a request "

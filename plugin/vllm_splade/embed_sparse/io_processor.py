@@ -72,14 +72,24 @@ class EmbedSparseIOProcessor(PoolingIOProcessor):
             )
 
     def create_pooling_params(self, request: EmbedSparseRequest) -> PoolingParams:
+        # As the series' PoolingParams.verify; stock vLLM checks nothing.
+        route = request.prompt_name
+        if route not in self.routes:
+            route = self.router.get("default_route")
+            if self.routes and route is None:
+                raise EmbedSparseError(
+                    "Input validation error: the model has no default route; "
+                    f"set `prompt_name` to one of {json.dumps(self.routes)}"
+                )
+        if other := self.router.get("other_routes", {}).get(route):
+            raise EmbedSparseError(
+                f"Input validation error: route `{route}` runs another model, "
+                f"in the folder's {other}/, than this server (its "
+                f"`{self.router['model_route']}` route); serve that route "
+                "from a second server"
+            )
         if request.prompt_name in self.routes:
             return route_pooling_params(request.prompt_name, task=self.task)
-        if self.routes and self.router["default_route"] is None:
-            # As the series' PoolingParams.verify; stock vLLM checks nothing.
-            raise EmbedSparseError(
-                "Input validation error: the model has no default route; set "
-                f"`prompt_name` to one of {json.dumps(self.routes)}"
-            )
         return PoolingParams(task=self.task)
 
     def _is_static_route(self, params) -> bool:

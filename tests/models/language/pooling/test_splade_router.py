@@ -4,7 +4,9 @@
 route of one weight per token, a document route of SPLADE on a masked-LM
 model) against sentence-transformers' encode_query / encode_document, on
 seeded random checkpoints written here, saved as sentence-transformers
-saves them and rewritten with the module names 5.x wrote before."""
+saves them, rewritten with the module names 5.x wrote before, and laid out
+as OpenSearch and naver publish theirs (a route's model at the root).
+Engines start with warm-up on, as `vllm serve` does."""
 
 import json
 import os
@@ -98,6 +100,36 @@ def rewrite_as_5x(path: str) -> None:
             json.dump(config, f)
 
 
+def move_route_model_to_root(path: str, route: str = "document") -> None:
+    """The layout OpenSearch's and naver's Router folders have: `route`'s
+    model at the folder's root (module key ""), its own folder gone."""
+    file = os.path.join(path, "router_config.json")
+    with open(file) as f:
+        config = json.load(f)
+    folder = config["structure"][route][0]
+    for name in os.listdir(os.path.join(path, folder)):
+        shutil.move(os.path.join(path, folder, name), os.path.join(path, name))
+    os.rmdir(os.path.join(path, folder))
+    config["types"] = {
+        ("" if k == folder else k): v for k, v in config["types"].items()
+    }
+    config["structure"][route][0] = ""
+    with open(file, "w") as f:
+        json.dump(config, f)
+
+
+def router_runner(vllm_runner, path: str, **kwargs):
+    """A Router folder with no flags, started as `vllm serve` starts it:
+    compiled, kernel warm-up on (vllm_runner turns it off by default)."""
+    return splade_runner(
+        vllm_runner,
+        path,
+        hf_overrides=None,
+        kernel_config={"enable_jit_warmup": True},
+        **kwargs,
+    )
+
+
 def reference_vectors(path: str, texts: list[str]) -> dict[str | None, torch.Tensor]:
     """sentence-transformers' vectors of each route, and of its default."""
     from sentence_transformers import SparseEncoder
@@ -162,7 +194,7 @@ def record_pooler_widths(model) -> None:
     ("backbone", "layout", "architecture"),
     [
         ("BertForMaskedLM", "6.x", "BertSpladeSparseEmbeddingModel"),
-        ("DistilBertForMaskedLM", "5.x", "DistilBertSpladeSparseEmbeddingModel"),
+        ("DistilBertForMaskedLM", "root", "DistilBertSpladeSparseEmbeddingModel"),
         ("XLMRobertaForMaskedLM", "6.x", "RobertaSpladeSparseEmbeddingModel"),
         ("ModernBertForMaskedLM", "6.x", "ModernBertSpladeSparseEmbeddingModel"),
     ],
@@ -175,7 +207,9 @@ def test_routes_match_sentence_transformers(
     random_backbones,
     tmp_path,
 ):
-    """A Router folder loads with no flags. Each route gives
+    """A Router folder loads with no flags, in sentence-transformers' layout
+    or OpenSearch's ("root": the document model at the root, 5.x names, as
+    doc-v3-distill publishes it). Each route gives
     sentence-transformers' encode_query / encode_document vectors, unset its
     default route's (encode), in one step or mixed with the other route; a
     step of queries only skips the model's forward."""
@@ -184,14 +218,15 @@ def test_routes_match_sentence_transformers(
 
     path = str(tmp_path / "router")
     save_router_encoder(path, random_backbones[backbone], activation="log1p_relu")
-    want = reference_vectors(path, TEXTS)
-    if layout == "5.x":
+    if layout == "root":
         rewrite_as_5x(path)
+        move_route_model_to_root(path)
+    want = reference_vectors(path, TEXTS)
 
     with pytest.MonkeyPatch.context() as m:
         # apply_model pickles the recording functions for the workers.
         m.setenv("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")
-        with splade_runner(vllm_runner, path, hf_overrides=None) as vllm_model:
+        with router_runner(vllm_runner, path) as vllm_model:
             llm = vllm_model.llm
             assert llm.model_config.architecture == architecture
             llm.apply_model(record_pooler_widths)
@@ -235,6 +270,118 @@ def test_routes_match_sentence_transformers(
         )
 
 
+def save_two_model_router(path: str, backbones: dict[str, str]) -> None:
+    """The layout of naver's efficient-splade pairs: a BERT query encoder
+    and a DistilBERT document encoder, each with SpladePooling, the
+    document model at the root."""
+    from sentence_transformers import SparseEncoder
+    from sentence_transformers.base.modules import Router
+    from sentence_transformers.sparse_encoder.modules import (
+        MLMTransformer,
+        SpladePooling,
+    )
+
+    router = Router.for_query_document(
+        query_modules=[
+            MLMTransformer(backbones["BertForMaskedLM"]),
+            SpladePooling("max", activation_function="log1p_relu"),
+        ],
+        document_modules=[
+            MLMTransformer(backbones["DistilBertForMaskedLM"]),
+            SpladePooling("max", activation_function="log1p_relu"),
+        ],
+    )
+    SparseEncoder(modules=[router], device="cpu").save(path)
+    move_route_model_to_root(path)
+
+
+def test_router_of_two_models_serves_the_root_s_route(
+    vllm_runner, random_backbones, tmp_path
+):
+    """A Router whose routes run two models serves one, the root's: its
+    route gives sentence-transformers' vectors, the other is refused naming
+    the folder that runs it. That folder, served as SPLADE with its route's
+    pooling (the second server of docs/usage.md), gives the other route's."""
+    from vllm import PoolingParams
+    from vllm.exceptions import VLLMValidationError
+
+    path = str(tmp_path / "two-models")
+    save_two_model_router(path, random_backbones)
+    want = reference_vectors(path, TEXTS)
+    with router_runner(vllm_runner, path) as vllm_model:
+        llm = vllm_model.llm
+        config = llm.model_config.hf_config
+        assert config.architectures == ["DistilBertSpladeSparseEmbeddingModel"]
+        assert config.sparse_router["other_routes"] == {
+            "query": "query_0_MLMTransformer"
+        }
+        document = llm.embed(TEXTS, pooling_params=PoolingParams(route="document"))
+        default = llm.embed(TEXTS)  # the default route: "document"
+        with pytest.raises(VLLMValidationError, match="query_0_MLMTransformer"):
+            llm.embed(TEXTS[:1], pooling_params=PoolingParams(route="query"))
+    for outputs in (document, default):
+        got = torch.tensor([o.outputs.embedding for o in outputs])
+        assert_same_sparse_vectors(got, want["document"])
+
+    overrides = {
+        "architectures": ["BertSpladeSparseEmbeddingModel"],
+        "splade_activation_function": "log1p_relu",
+    }
+    query_folder = os.path.join(path, "query_0_MLMTransformer")
+    with splade_runner(vllm_runner, query_folder, hf_overrides=overrides) as model:
+        got = torch.tensor([o.outputs.embedding for o in model.llm.embed(TEXTS)])
+    assert_same_sparse_vectors(got, want["query"])
+
+
+def test_router_sharing_one_model_serves_both_routes(
+    vllm_runner, random_backbones, tmp_path
+):
+    """sentence-transformers >= 6.2 saves a module that several routes share
+    once, named by each route: both routes run that model."""
+    from sentence_transformers import SparseEncoder
+    from sentence_transformers.base.modules import Router
+    from sentence_transformers.sparse_encoder.modules import (
+        MLMTransformer,
+        SpladePooling,
+    )
+
+    from vllm import PoolingParams
+
+    path = str(tmp_path / "shared")
+    backbone = random_backbones["BertForMaskedLM"]
+    router = Router.for_query_document(
+        query_modules=[MLMTransformer(backbone), SpladePooling("max")],
+        document_modules=[MLMTransformer(backbone), SpladePooling("max")],
+    )
+    SparseEncoder(modules=[router], device="cpu").save(path)
+    # As 6.2 saves one model on both routes: the query route's modules, once
+    # (earlier releases save a copy per route).
+    file = os.path.join(path, "router_config.json")
+    with open(file) as f:
+        config = json.load(f)
+    for name in config["structure"]["document"]:
+        shutil.rmtree(os.path.join(path, name))
+        del config["types"][name]
+    config["structure"]["document"] = config["structure"]["query"]
+    with open(file, "w") as f:
+        json.dump(config, f)
+    want = reference_vectors(path, TEXTS)
+    with router_runner(vllm_runner, path) as vllm_model:
+        got = {
+            route: torch.tensor(
+                [
+                    o.outputs.embedding
+                    for o in vllm_model.llm.embed(
+                        TEXTS, pooling_params=PoolingParams(route=route)
+                    )
+                ]
+            )
+            for route in ("query", "document")
+        }
+    for route, vectors in got.items():
+        assert_same_sparse_vectors(vectors, want[route])
+
+
 def save_hub_cache(cache: Path, repo_id: str, folder: str) -> None:
     """`folder` as the hub cache holds a downloaded snapshot of `repo_id`."""
     repo = cache / ("models--" + repo_id.replace("/", "--"))
@@ -244,20 +391,23 @@ def save_hub_cache(cache: Path, repo_id: str, folder: str) -> None:
     (repo / "refs" / "main").write_text(revision)
 
 
-def test_router_by_hub_id_from_the_hub_cache(random_backbones, tmp_path):
+@pytest.mark.parametrize("layout", ["6.x", "root"])
+def test_router_by_hub_id_from_the_hub_cache(layout: str, random_backbones, tmp_path):
     """A hub id resolves the Router, its model route's config, tokenizer and
-    weights, and the query table through the hub cache, offline, as any
-    model's files; ModelConfig.model is not rewritten to the route's."""
+    weights (in their folder or at the root), and the query table through
+    the hub cache, offline, as any model's files; ModelConfig.model is not
+    rewritten to the route's."""
     path = str(tmp_path / "router")
     save_router_encoder(path, random_backbones["BertForMaskedLM"])
+    if layout == "root":
+        move_route_model_to_root(path)
     want = reference_vectors(path, TEXTS)
     cache = tmp_path / "hub"
     save_hub_cache(cache, "test-org/inference-free-splade", path)
     code = (
         "import json\n"
         "from vllm import LLM, PoolingParams\n"
-        "llm = LLM(model='test-org/inference-free-splade', enforce_eager=True,"
-        " dtype='float32')\n"
+        "llm = LLM(model='test-org/inference-free-splade', dtype='float32')\n"
         "assert 'MLMTransformer' not in llm.model_config.model\n"
         "out = {r: [o.outputs.embedding for o in llm.embed("
         f"{TEXTS!r}, pooling_params=PoolingParams(route=r))]"
@@ -353,11 +503,11 @@ def test_routers_vllm_cannot_serve_are_refused(random_backbones, tmp_path):
     assert get_sparse_router_config(path, None) is None
 
 
-def test_only_folders_without_a_config_are_probed(
-    random_backbones, tmp_path, monkeypatch
-):
-    """get_config looks for a Router only where it finds no config.json:
-    every other model loads without reading its modules.json there."""
+def test_only_router_folders_are_probed(random_backbones, tmp_path, monkeypatch):
+    """get_config reads a Router's config only where the folder has one: a
+    folder without config.json, or a masked-LM model whose modules.json
+    (read once, as vLLM reads it anyway) names a Router. Every other model
+    loads without it."""
     from vllm.transformers_utils import config, sparse_encoder
 
     probed: list[str] = []
@@ -369,15 +519,21 @@ def test_only_folders_without_a_config_are_probed(
 
     monkeypatch.setattr(sparse_encoder, "get_sparse_router_config", probe)
     backbone = random_backbones["BertForMaskedLM"]
-    assert config.get_config(backbone, trust_remote_code=False).architectures == [
-        "BertForMaskedLM"
-    ]
+    hf_config = config.get_config(backbone, trust_remote_code=False)
+    assert hf_config.architectures == ["BertForMaskedLM"]
     assert probed == []
     router = str(tmp_path / "router")
     save_router_encoder(router, backbone)
     hf_config = config.get_config(router, trust_remote_code=False)
     assert hf_config.sparse_router["model_route"] == "document"
     assert probed == [router]
+    root = str(tmp_path / "root")
+    save_router_encoder(root, backbone)
+    move_route_model_to_root(root)
+    hf_config = config.get_config(root, trust_remote_code=False)
+    assert hf_config.sparse_router["model_path"] == ""
+    assert hf_config.architectures == ["BertSpladeSparseEmbeddingModel"]
+    assert probed == [router, root]
 
 
 def _map_routes(path: str, backbone: str) -> str:
@@ -479,7 +635,7 @@ def test_start_up_profiles_the_model_route(
         # The engine core in this process, so that it runs the recording pooler.
         m.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         m.setattr(pooler_cls, "_pool_model", recording_pool_model)
-        with splade_runner(vllm_runner, path, hf_overrides=None) as vllm_model:
+        with router_runner(vllm_runner, path) as vllm_model:
             at_start = list(pooled)
             outputs = vllm_model.llm.embed(
                 TEXTS[:1], pooling_params=PoolingParams(route="document")
