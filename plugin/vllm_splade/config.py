@@ -100,10 +100,10 @@ def _warn_default_route(model: str, sparse_router: dict) -> None:
     if default in other_routes:
         logger.warning(
             "vllm-splade: the default route of %s, %r, runs another model "
-            "(%s/) than this server (its %r route). /embed_sparse refuses "
-            "it; on stock vLLM /v1/embeddings and offline requests that name "
-            "no route get the %r route's vectors: name the route in every "
-            "request.",
+            "or pooling (%r) than this server (its %r route). /embed_sparse "
+            "refuses it; on stock vLLM /v1/embeddings and offline requests "
+            "that name no route get the %r route's vectors: name the route "
+            "in every request.",
             model,
             default,
             other_routes[default],

@@ -81,11 +81,15 @@ class EmbedSparseIOProcessor(PoolingIOProcessor):
                     "Input validation error: the model has no default route; "
                     f"set `prompt_name` to one of {json.dumps(self.routes)}"
                 )
-        if other := self.router.get("other_routes", {}).get(route):
+        other_routes = self.router.get("other_routes", {})
+        if route in other_routes:
+            other = other_routes[route]
+            where = f"{other['path']}/" if other["path"] else "the folder's root"
             raise EmbedSparseError(
-                f"Input validation error: route `{route}` runs another model, "
-                f"in the folder's {other}/, than this server (its "
-                f"`{self.router['model_route']}` route); serve that route "
+                f"Input validation error: route `{route}` runs the model in "
+                f"{where}, pooled with `{other['splade_pooling_strategy']}` "
+                f"and `{other['splade_activation_function']}`, and this server "
+                f"its `{self.router['model_route']}` route's; serve that route "
                 "from a second server"
             )
         if request.prompt_name in self.routes:

@@ -349,10 +349,10 @@ def test_sparse_encoder_on_another_backbone_says_so(
     config_file = path / "config.json"
     config = json.loads(config_file.read_text())
     config_file.write_text(
-        json.dumps({**config, "architectures": ["CamembertForMaskedLM"]})
+        json.dumps({**config, "architectures": ["ElectraForMaskedLM"]})
     )
     config = get_config(str(path), trust_remote_code=False)
-    assert config.architectures == ["CamembertForMaskedLM"]
+    assert config.architectures == ["ElectraForMaskedLM"]
     assert "for which vLLM has no SPLADE model" in caplog_vllm.text
     assert "not as sparse embeddings" in caplog_vllm.text
 
@@ -365,13 +365,14 @@ def test_sparse_encoder_on_another_backbone_says_so(
             {"architectures": ["RobertaSpladeSparseEmbeddingModel"]},
         ),
         ("XLMRobertaForMaskedLM", None),  # a SparseEncoder folder: no flags
+        ("CamembertForMaskedLM", None),
     ],
 )
 def test_roberta_family_matches_sentence_transformers(
     architecture: str, overrides: dict | None, vllm_runner, tmp_path
 ):
-    """RoBERTa and XLM-R SPLADE models, through --hf-overrides and as a
-    SparseEncoder folder with no flags."""
+    """RoBERTa, XLM-R and CamemBERT SPLADE models, through --hf-overrides
+    and as a SparseEncoder folder with no flags."""
     path = backbone = str(tmp_path / "masked-lm")
     save_random_splade(backbone, architecture)
     if overrides is None:

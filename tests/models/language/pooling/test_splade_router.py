@@ -270,10 +270,12 @@ def test_routes_match_sentence_transformers(
         )
 
 
-def save_two_model_router(path: str, backbones: dict[str, str]) -> None:
+def save_two_model_router(
+    path: str, backbones: dict[str, str], root: bool = True
+) -> None:
     """The layout of naver's efficient-splade pairs: a BERT query encoder
     and a DistilBERT document encoder, each with SpladePooling, the
-    document model at the root."""
+    document model at the root (`root`; else in its route's folder)."""
     from sentence_transformers import SparseEncoder
     from sentence_transformers.base.modules import Router
     from sentence_transformers.sparse_encoder.modules import (
@@ -292,7 +294,8 @@ def save_two_model_router(path: str, backbones: dict[str, str]) -> None:
         ],
     )
     SparseEncoder(modules=[router], device="cpu").save(path)
-    move_route_model_to_root(path)
+    if root:
+        move_route_model_to_root(path)
 
 
 def test_router_of_two_models_serves_the_root_s_route(
@@ -313,7 +316,11 @@ def test_router_of_two_models_serves_the_root_s_route(
         config = llm.model_config.hf_config
         assert config.architectures == ["DistilBertSpladeSparseEmbeddingModel"]
         assert config.sparse_router["other_routes"] == {
-            "query": "query_0_MLMTransformer"
+            "query": {
+                "path": "query_0_MLMTransformer",
+                "splade_pooling_strategy": "max",
+                "splade_activation_function": "log1p_relu",
+            }
         }
         document = llm.embed(TEXTS, pooling_params=PoolingParams(route="document"))
         default = llm.embed(TEXTS)  # the default route: "document"
@@ -534,6 +541,69 @@ def test_only_router_folders_are_probed(random_backbones, tmp_path, monkeypatch)
     assert hf_config.sparse_router["model_path"] == ""
     assert hf_config.architectures == ["BertSpladeSparseEmbeddingModel"]
     assert probed == [router, root]
+
+
+def test_which_model_of_a_router_is_served(random_backbones, tmp_path):
+    """Without an engine: a Router of two models in subfolders serves the
+    default route's; routes of the root's model pooled otherwise are
+    refused; a default route that is no route, and a root config.json
+    beside a Router whose model is in a subfolder, fail at load."""
+    from vllm.transformers_utils.config import get_config
+    from vllm.transformers_utils.sparse_encoder import (
+        UnsupportedSparseRouterError,
+        get_sparse_router_config,
+    )
+
+    def rewrite(path: str, change) -> None:
+        file = os.path.join(path, "router_config.json")
+        with open(file) as f:
+            config = json.load(f)
+        change(config)
+        with open(file, "w") as f:
+            json.dump(config, f)
+
+    backbones = {"BertForMaskedLM": random_backbones["BertForMaskedLM"]}
+    backbones["DistilBertForMaskedLM"] = random_backbones["DistilBertForMaskedLM"]
+    # Two models, both in subfolders: the default route's ("document").
+    two = str(tmp_path / "two")
+    save_two_model_router(two, backbones, root=False)
+    router = get_sparse_router_config(two, None)
+    assert router is not None
+    assert router["model_route"] == "document"
+    assert router["model_path"] == "document_0_MLMTransformer"
+    assert set(router["other_routes"]) == {"query"}
+    # The root's model on both routes, pooled differently: one is refused.
+    pooled = str(tmp_path / "pooled")
+    save_two_model_router(
+        pooled, dict.fromkeys(backbones, backbones["BertForMaskedLM"])
+    )
+    shutil.rmtree(os.path.join(pooled, "query_0_MLMTransformer"))
+
+    def share_the_root(config):
+        del config["types"]["query_0_MLMTransformer"]
+        config["structure"]["query"][0] = ""
+
+    rewrite(pooled, share_the_root)
+    with open(os.path.join(pooled, "query_1_SpladePooling", "config.json"), "w") as f:
+        json.dump({"pooling_strategy": "sum", "activation_function": "relu"}, f)
+    router = get_sparse_router_config(pooled, None)
+    assert router is not None
+    assert router["model_route"] == "document" and router["model_path"] == ""
+    assert router["other_routes"]["query"]["splade_pooling_strategy"] == "sum"
+    # A default route that is no route.
+    bad = str(tmp_path / "bad-default")
+    save_router_encoder(bad, backbones["BertForMaskedLM"])
+    rewrite(bad, lambda config: config["parameters"].update(default_route="passage"))
+    with pytest.raises(UnsupportedSparseRouterError, match="'passage' is none"):
+        get_sparse_router_config(bad, None)
+    # A root config.json beside a Router whose model is in a subfolder.
+    beside = str(tmp_path / "beside")
+    save_router_encoder(beside, backbones["BertForMaskedLM"])
+    shutil.copy(
+        os.path.join(beside, "document_0_MLMTransformer", "config.json"), beside
+    )
+    with pytest.raises(UnsupportedSparseRouterError, match="config.json too"):
+        get_config(beside, trust_remote_code=False)
 
 
 def _map_routes(path: str, backbone: str) -> str:
