@@ -24,6 +24,9 @@ VENDORED = {
     "vllm.model_executor.models.distilbert": "vllm_splade.models.distilbert",
     "vllm.transformers_utils.sparse_encoder":
     "vllm_splade.transformers_utils.sparse_encoder",
+    "vllm.transformers_utils.configs.gte_new":
+    "vllm_splade.transformers_utils.gte_new",
+    "vllm.model_executor.models.gte_lexical": "vllm_splade.models.gte_lexical",
 }
 # vLLM modules the plugin stands in for where the series adds names to them.
 OVERLAYS = {

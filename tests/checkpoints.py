@@ -219,3 +219,182 @@ def save_naver_efficient_of(query_lm: str, document_lm: str, out: str) -> str:
                           SpladePooling("max")])
     SparseEncoder(modules=[router], device="cpu").save(out)
     return publish_router_as_released(out)
+
+
+# The remote code GTE checkpoints name in config.json's auto_map, served from
+# a hub cache by the tests' reference written from its architecture
+# (tests/published/new_impl/).
+NEW_IMPL = "Alibaba-NLP/new-impl"
+_GTE_AUTO_MAP = {
+    "AutoConfig": f"{NEW_IMPL}--configuration.NewConfig",
+    "AutoModel": f"{NEW_IMPL}--modeling.NewModel",
+    "AutoModelForMaskedLM": f"{NEW_IMPL}--modeling.NewForMaskedLM",
+}
+
+
+def save_new_impl_hub_cache(cache: Path) -> Path:
+    """A hub cache (`cache_dir`) holding the tests' reference GTE code as
+    the snapshot of Alibaba-NLP/new-impl that trust_remote_code loads. Its
+    revision is the code's hash: transformers keeps the modules it imported
+    by revision, so a changed reference is never shadowed by an old copy."""
+    import hashlib
+    code = Path(__file__).parent / "published" / "new_impl"
+    files = {n: (code / n).read_bytes()
+             for n in ("configuration.py", "modeling.py")}
+    revision = hashlib.sha1(b"".join(files.values())).hexdigest()
+    repo = cache / ("models--" + NEW_IMPL.replace("/", "--"))
+    snapshot = repo / "snapshots" / revision
+    snapshot.mkdir(parents=True, exist_ok=True)
+    for name, data in files.items():
+        (snapshot / name).write_bytes(data)
+    (repo / "refs").mkdir(exist_ok=True)
+    (repo / "refs" / "main").write_text(revision)
+    return cache
+
+
+def _gte_config(architecture: str, **fields) -> dict:
+    """config.json of a small GTE `architecture` (2 layers, 2 heads of 64,
+    gelu, RoPE), its code named in auto_map as published; `fields` add to
+    it or override it."""
+    return dict(architectures=[architecture],
+                auto_map={
+                    **_GTE_AUTO_MAP, f"AutoModel{architecture[3:]}":
+                    f"{NEW_IMPL}--modeling.{architecture}"
+                },
+                model_type="new",
+                hidden_size=128,
+                num_hidden_layers=2,
+                num_attention_heads=2,
+                intermediate_size=256,
+                hidden_act="gelu",
+                layer_norm_eps=1e-12,
+                layer_norm_type="layer_norm",
+                position_embedding_type="rope",
+                pad_token_id=0,
+                torch_dtype="float32",
+                **fields)
+
+
+def _weights_but_norms(model):
+    """`model`'s parameters other than its LayerNorms' (names, params)."""
+    from torch import nn
+    norms = {
+        id(p)
+        for m in model.modules() if isinstance(m, nn.LayerNorm)
+        for p in m.parameters()
+    }
+    return [(n, p) for n, p in model.named_parameters() if id(p) not in norms]
+
+
+def save_gte_masked_lm(out: str, max_length: int = 8192) -> None:
+    """A small GTE `NewForMaskedLM` in `out` (config.json, model.safetensors),
+    seeded random weights: the shape of gte-base-en-v1.5's config (RoPE
+    theta 500000 with NTK scaling x2, 8,192 positions, no token types,
+    vocabulary 30,528) at a test's size, and the checkpoint as transformers
+    saves it, without `lm_head.decoder.weight` (tied to the word
+    embeddings)."""
+    import torch
+    from safetensors.torch import save_file
+
+    from tests.published.new_impl.configuration import NewConfig
+    from tests.published.new_impl.modeling import NewForMaskedLM
+    config = _gte_config("NewForMaskedLM",
+                         vocab_size=30528,
+                         max_position_embeddings=max_length,
+                         type_vocab_size=0,
+                         rope_theta=500000.0,
+                         rope_scaling={"type": "ntk", "factor": 2.0},
+                         pack_qkv=True,
+                         unpad_inputs=False,
+                         use_memory_efficient_attention=False,
+                         logn_attention_scale=False)
+    torch.manual_seed(0)
+    model = NewForMaskedLM(NewConfig(**config))
+    with torch.no_grad():
+        # Wider than the initializer's 0.02, so that the logits spread past
+        # zero: a SPLADE vector of some terms, not of all or none.
+        for name, param in _weights_but_norms(model):
+            param.normal_(0.0, 0.2)
+        model.lm_head.decoder.bias.normal_(-1.0, 1.0)
+    weights = {
+        k: v.contiguous()
+        for k, v in model.state_dict().items()
+        if k != "lm_head.decoder.weight"
+    }
+    save_file(weights, str(Path(out) / "model.safetensors"),
+              metadata={"format": "pt"})
+    (Path(out) / "config.json").write_text(json.dumps(config, indent=2))
+
+
+def save_opensearch_doc_v3_gte_of(masked_lm: str, out: str) -> str:
+    """OpenSearch's opensearch-neural-sparse-encoding-doc-v3-gte layout
+    (save_opensearch_doc_of's: the Router at path "", the document model at
+    the root, document_1_SpladePooling/ max + log1p_relu,
+    query_0_SparseStaticEmbedding/) with a GTE `NewForMaskedLM` at the root
+    (save_gte_masked_lm; config.json names its code in Alibaba-NLP/new-impl,
+    so sentence-transformers loads it with trust_remote_code=True) and
+    `masked_lm`'s BERT tokenizer, whose 30,522 tokens the 30,528-row
+    vocabulary pads, as gte-base-en-v1.5's does."""
+    save_opensearch_doc_of(masked_lm, out)
+    folder = Path(out)
+    save_gte_masked_lm(out)
+    st = json.loads((folder / "sentence_bert_config.json").read_text())
+    st["max_seq_length"] = 8192
+    (folder / "sentence_bert_config.json").write_text(json.dumps(st))
+    tokenizer = json.loads((folder / "tokenizer_config.json").read_text())
+    tokenizer["model_max_length"] = 8192
+    (folder / "tokenizer_config.json").write_text(json.dumps(tokenizer))
+    return out
+
+
+def save_gte_multilingual_of(masked_lm: str, out: str) -> str:
+    """Alibaba-NLP/gte-multilingual-base's layout (read from its file page at
+    revision 3f01372: a dense sentence-transformers folder, modules.json,
+    1_Pooling/, sentence_bert_config.json, config.json naming its code in
+    Alibaba-NLP/new-impl) with a small GTE `NewForTokenClassification` of
+    seeded weights: the encoder under `new.` and the one-label `classifier`
+    of its lexical weights (config.json's fields and the weights' names are
+    not read: assumed from the remote code and vLLM's GteNewModel, which
+    drops `classifier.*`). `masked_lm`'s BERT tokenizer, told that [CLS] and
+    [SEP] are its BOS and EOS, stands in for mGTE's XLM-R one, whose <s>
+    and </s> are both."""
+    import torch
+    from safetensors.torch import save_file
+    from sentence_transformers import SentenceTransformer, models
+
+    from tests.published.new_impl.configuration import NewConfig
+    from tests.published.new_impl.modeling import NewForTokenClassification
+    folder = Path(out)
+    folder.mkdir(parents=True)
+    word = models.Transformer(masked_lm, max_seq_length=8192)
+    # Renamed in sentence-transformers 6.
+    dimension = getattr(word, "get_embedding_dimension",
+                        None) or word.get_word_embedding_dimension
+    pooling = models.Pooling(dimension(), "cls")
+    SentenceTransformer(modules=[word, pooling, models.Normalize()],
+                        device="cpu").save(out)
+    tokenizer = json.loads((folder / "tokenizer_config.json").read_text())
+    tokenizer.update(bos_token="[CLS]", eos_token="[SEP]",
+                     model_max_length=8192)
+    (folder / "tokenizer_config.json").write_text(json.dumps(tokenizer))
+    config = _gte_config("NewForTokenClassification",
+                         vocab_size=30522,
+                         max_position_embeddings=8192,
+                         type_vocab_size=1,
+                         rope_theta=160000.0,
+                         rope_scaling={"type": "ntk", "factor": 8.0},
+                         num_labels=1)
+    torch.manual_seed(1)
+    model = NewForTokenClassification(NewConfig(**config))
+    with torch.no_grad():
+        # The encoder's layers narrow enough that each token's state stays
+        # its own, the classifier wide enough that about half the tokens
+        # weigh something.
+        for name, param in _weights_but_norms(model):
+            param.normal_(0.0, 0.2 if name.startswith("classifier") else 0.05)
+    (folder / "model.safetensors").unlink()
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()},
+              str(folder / "model.safetensors"),
+              metadata={"format": "pt"})
+    (folder / "config.json").write_text(json.dumps(config, indent=2))
+    return out

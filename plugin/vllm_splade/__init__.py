@@ -43,11 +43,18 @@ SPARSE_MODELS = {
     "DistilBertSpladeSparseEmbeddingModel": (
         "distilbert:DistilBertSpladeSparseEmbeddingModel"
     ),
+    "GteNewSpladeSparseEmbeddingModel": "splade:GteNewSpladeSparseEmbeddingModel",
 }
-# Everything registered: SPLADE, and the series' DistilBERT (new in vLLM:
-# stock 0.34 has no DistilBertModel and fails to load DistilBertForMaskedLM).
+# Lexical weights, one per input token (as BGE-M3's): mGTE's.
+LEXICAL_MODELS = {
+    "GteNewLexicalEmbeddingModel": "gte_lexical:GteNewLexicalEmbeddingModel",
+}
+# Everything registered: SPLADE, lexical weights, and the series' DistilBERT
+# (new in vLLM: stock 0.34 has no DistilBertModel and fails to load
+# DistilBertForMaskedLM).
 MODELS = {
     **SPARSE_MODELS,
+    **LEXICAL_MODELS,
     "DistilBertModel": "distilbert:DistilBertEmbeddingModel",
     "DistilBertForMaskedLM": "distilbert:DistilBertForMaskedLM",
 }
@@ -143,7 +150,7 @@ def _refuse(reason: str) -> None:
     try:
         from vllm import ModelRegistry
 
-        for arch in SPARSE_MODELS:
+        for arch in (*SPARSE_MODELS, *LEXICAL_MODELS):
             ModelRegistry.register_model(arch, f"{__name__}.refused:{arch}")
     except Exception:
         logger.exception("vllm-splade: could not refuse the SPLADE architectures")

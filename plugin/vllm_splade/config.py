@@ -10,17 +10,27 @@ this parser only with `--config-format hf`; where the parser it wraps finds
 no config, it then reads the model route's, as the series' `get_config`
 does (other models are never probed for a Router). One in OpenSearch's
 layout (the model at the root) needs no flag: its root config is the
-model's."""
+model's.
+
+Alibaba's GTE config (`model_type` "new", OpenSearch's doc-v3-gte) is read
+without remote code, as the series reads it (vLLM's config registry): the
+series' `NewConfig` is registered with transformers' AutoConfig, which only
+a load without --trust-remote-code consults. Stock vLLM's table of config
+updates by architecture (`MODELS_CONFIG_MAP`) gets the series' entries for
+its GTE classes (SPLADE, mGTE's lexical weights): GTE's update
+(`GteNewModelConfig`), as for vLLM's own GTE classes."""
 
 from pathlib import Path
 
-from transformers import PreTrainedConfig
+from transformers import AutoConfig, PreTrainedConfig
+from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 from transformers.utils import CONFIG_NAME as HF_CONFIG_NAME
 from vllm.transformers_utils.config import get_config_parser, register_config_parser
 from vllm.transformers_utils.config_parser_base import ConfigParserBase
 
 from vllm.logger import init_logger
 
+from .transformers_utils.gte_new import NewConfig
 from .transformers_utils.sparse_encoder import (
     apply_sparse_encoder_config,
     get_sparse_router_config,
@@ -72,7 +82,26 @@ class SparseEncoderConfigParser(ConfigParserBase):
         return config_dict, config
 
 
+# The series' GTE classes, which stock vLLM's table of config updates by
+# architecture lacks.
+_GTE_ARCHITECTURES = (
+    "GteNewSpladeSparseEmbeddingModel",
+    "GteNewLexicalEmbeddingModel",
+)
+
+
 def register_sparse_encoder_config() -> None:
+    if "new" not in CONFIG_MAPPING:
+        AutoConfig.register("new", NewConfig)
+    # As the series' entries: ModelConfig looks the table up by the
+    # architecture it resolves, after --hf-overrides, in every process.
+    from vllm.model_executor.models.config import (
+        MODELS_CONFIG_MAP,
+        GteNewModelConfig,
+    )
+
+    for architecture in _GTE_ARCHITECTURES:
+        MODELS_CONFIG_MAP.setdefault(architecture, GteNewModelConfig)
     previous = get_config_parser("hf")
     if isinstance(previous, SparseEncoderConfigParser):
         return

@@ -3,16 +3,17 @@
 
 from vllm.config import ModelConfig
 
-from .. import SPARSE_MODELS
+from .. import LEXICAL_MODELS, SPARSE_MODELS
 
-# BGE-M3's lexical weights: one per input token, its `token_classify`
-# output, which /embed_sparse reduces by token id.
-TOKEN_CLASSIFY_MODELS = {"BgeM3EmbeddingModel"}
+# Lexical weights, BGE-M3's and mGTE's: one per input token, the model's
+# `token_classify` output, which /embed_sparse reduces by token id.
+TOKEN_CLASSIFY_MODELS = {"BgeM3EmbeddingModel", *LEXICAL_MODELS}
 
 
 def sparse_embedding_task(model_config: ModelConfig) -> str | None:
     """`embed` for SPLADE (one weight per vocabulary token), `token_classify`
-    for BGE-M3, None for a model without sparse vectors."""
+    for lexical weights (BGE-M3, mGTE), None for a model without sparse
+    vectors."""
     architecture = model_config.architecture
     if architecture in TOKEN_CLASSIFY_MODELS:
         return "token_classify"
