@@ -219,7 +219,11 @@ def test_partial_weight_updates(random_splade: str, random_splade_model):
 
 
 def save_sparse_encoder(
-    path: str, backbone: str, pooling: str, activation: str, layout: str = "6.x"
+    path: str,
+    backbone: str,
+    pooling: str,
+    activation: str,
+    layout: str = "6.x",
 ) -> None:
     """A sentence-transformers SparseEncoder folder of `backbone`, pooling with
     SpladePooling(pooling, activation), as sentence-transformers saves it
@@ -262,6 +266,30 @@ def test_splade_pooling_of_sparse_encoder(
     # A sum adds up to max_model_len token weights, each within ATOL.
     want = sentence_transformers_vectors(path, TEXTS)
     assert_same_sparse_vectors(got, want, rtol=1e-5 if pooling == "sum" else 0)
+
+
+def test_max_active_dims_of_sparse_encoder(vllm_runner, random_splade, tmp_path):
+    """A SparseEncoder saved with `max_active_dims` (in
+    config_sentence_transformers.json, as sentence-transformers 6 saves it)
+    keeps that many largest weights of each vector, as its encode() does."""
+    import json
+
+    from sentence_transformers import SparseEncoder
+
+    path = str(tmp_path / "sparse-encoder")
+    save_sparse_encoder(path, random_splade, "max", "relu")
+    st_config = os.path.join(path, "config_sentence_transformers.json")
+    with open(st_config) as f:
+        saved = json.load(f)
+    with open(st_config, "w") as f:
+        json.dump({**saved, "max_active_dims": 5}, f)
+    with splade_runner(vllm_runner, path, hf_overrides=None) as vllm_model:
+        got = torch.tensor(vllm_model.embed(TEXTS))
+    encoder = SparseEncoder(path, device="cpu")
+    want = encoder.encode(TEXTS, convert_to_tensor=True, max_active_dims=5)
+    want = want.to_dense().float()
+    assert ((want > 0).sum(dim=1) == 5).all()
+    assert_same_sparse_vectors(got, want)
 
 
 @pytest.mark.parametrize("kind", ["BertModel", "BertForMaskedLM", "SparseEncoder"])
