@@ -32,8 +32,8 @@ corpus texts.
 - offline on stock vLLM + the vllm-splade plugin (the unpatched build of
   the pin in --site, a process of its own; the folder with the flags
   stock needs, the route in `extra_kwargs`): the queries through each
-  route. Stock has no skip-forward, so its query route still runs the
-  model: the speed-up without it.
+  route. Neither build skips the model for a step of queries (the
+  series' skip was left out), so the two should agree.
 
     python -m bench.routes OUT.json [--queries N] [--documents N]
         [--requests N] [--rounds N] [--site DIR]

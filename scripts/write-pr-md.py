@@ -19,7 +19,7 @@ MODEL_PREFIX = "vllm/model_executor/models/"
 # issue before these PRs.
 NEEDS_RFC = {
     name: "docs/rfcs/inference-free-sparse-encoders.md"
-    for name in ("inference-free", "skip-forward", "inference-free-api")
+    for name in ("inference-free", "inference-free-api")
 }
 
 
@@ -62,8 +62,7 @@ def main() -> None:
     if rfc:
         print(f"**Needs its RFC agreed first** (`{rfc}` of splade-for-vllm, "
               "opened as a vLLM issue; its \"For review\" section argues the "
-              "`route` field and skip-forward against `extra_kwargs` and "
-              "#48791).\n")
+              "`route` field against `extra_kwargs`).\n")
     print("## Purpose\n")
     for c in commits:
         subject = git(tree, "log", "-1", "--format=%s", c).strip()

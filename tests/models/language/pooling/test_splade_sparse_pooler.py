@@ -17,7 +17,6 @@ from vllm.pooling_params import PoolingParams
 from vllm.v1.pool.late_interaction_runner import LateInteractionRunner
 from vllm.v1.pool.metadata import PoolingMetadata, PoolingStates
 from vllm.v1.token_buffer import TokenBuffer
-from vllm.v1.worker.cpu.pooling_runner import PoolingRunner as CPUPoolingRunner
 from vllm.v1.worker.gpu.input_batch import InputBatch
 from vllm.v1.worker.gpu.model_runner import GPUModelRunner
 from vllm.v1.worker.gpu.pool.pooling_runner import PoolingRunner
@@ -324,12 +323,6 @@ def test_splade_pooler_static_routes():
         static_routes={"query"},
     )
     assert pooler.get_pooling_updates("embed").requires_token_ids
-    assert [pooler.needs_hidden_states(PoolingParams(route=r)) for r in routes] == [
-        False,
-        True,
-        True,
-        False,
-    ]
 
     pooled = pooler(hidden_states, _routed_metadata(lens, routes, token_ids))
 
@@ -454,7 +447,6 @@ def test_pooling_runner_stores_only_required_token_ids(token_ids_type) -> None:
     runner.model = MagicMock()
     runner.supported_tasks = frozenset({"embed"})
     runner.pooling_params = {}
-    runner.needs_hidden_states = set()
     runner.pooling_states = {}
     runner.prompt_token_ids = {}
     runner.late_interaction_runner = MagicMock()
@@ -471,41 +463,6 @@ def test_pooling_runner_stores_only_required_token_ids(token_ids_type) -> None:
     stored = runner.prompt_token_ids[2]
     assert stored.dtype == torch.int64
     torch.testing.assert_close(stored, torch.tensor([101, 11, 102]))
-
-
-@pytest.mark.parametrize("runner_class", [PoolingRunner, CPUPoolingRunner])
-def test_pooling_runner_skips_the_forward_of_steps_without_hidden_states(
-    runner_class,
-):
-    """The model runner skips the forward pass of a step whose requests all
-    pool from their token ids alone (the pooler says so per request), where
-    no other rank waits for it."""
-    runner = runner_class.__new__(runner_class)
-    runner.can_skip_forward = True
-    runner.model = MagicMock()
-    runner.model.pooler.needs_hidden_states = lambda p: p.route != "query"
-    runner.supported_tasks = frozenset({"embed"})
-    runner.pooling_params = {}
-    runner.needs_hidden_states = set()
-    runner.pooling_states = {}
-    runner.prompt_token_ids = {}
-    runner.late_interaction_runner = MagicMock()
-    for index, route in enumerate(["query", "document", "query"]):
-        params = PoolingParams(task="embed", route=route)
-        runner.add_request(f"req-{index}", index, params, [101, 102])
-
-    def batch(*indices: int) -> InputBatch:
-        input_batch = MagicMock(spec=InputBatch)
-        input_batch.idx_mapping_np = np.array(indices, dtype=np.int32)
-        return input_batch
-
-    assert not runner.needs_model_forward(batch(0, 2))
-    assert runner.needs_model_forward(batch(2, 1))
-    runner.remove_request(1)
-    runner.add_request("req-3", 1, PoolingParams(task="embed", route="query"), [1])
-    assert not runner.needs_model_forward(batch(0, 1, 2))
-    runner.can_skip_forward = False  # e.g. a pipeline stage waits for it
-    assert runner.needs_model_forward(batch(0, 1, 2))
 
 
 def test_pooling_runner_releases_aborted_late_interaction_doc() -> None:
