@@ -11,7 +11,8 @@ and bf16, max and sum pooling:
 - the pooler (`pool_vocab_blocks`) with each reduction: `segment` as vLLM
   runs it on CUDA (`reduction_offsets`: chunks of 256 tokens, then each
   sequence's chunks), `segment-1` (one level, a thread walking a whole
-  sequence, as before) and `scatter` (as vLLM runs it on CPU);
+  sequence, as before) and, on CPU only, `scatter` (as vLLM runs it
+  there: its index is made on the host);
 - the bare decoder GEMM with bias on the same tokens in the same dtype, in
   chunks of 2,048 rows so that 250k-term logits fit;
 - BERT-base's encoder GEMMs (12 layers; attention scores left out) in bf16
@@ -19,8 +20,10 @@ and bf16, max and sum pooling:
 - peak memory the pooler allocates on top of its inputs, against one
   [tokens, vocab] logits tensor in the dtype;
 - the largest error of the pooled weights, relative to the largest weight,
-  against an fp64 reference on the fp32 operands, and the terms that
-  appear or vanish.
+  against fp64 on the fp32 operands (what a user sees) and on the same
+  operands rounded to the dtype (the pooler's own error: on CUDA, where
+  the GEMM writes fp32 logits, about 1e-6), and the terms that appear or
+  vanish.
 The first pooler call of each case runs under CUDA's sync debug mode
 "error": a hidden host sync fails the run (timed calls run outside it,
 since timing waits on CUDA events). Times are medians of 3 calls after a
@@ -129,14 +132,14 @@ def encoder_gemms(x: torch.Tensor, layers: list[list[torch.Tensor]]) -> None:
         h = (h @ up.t()) @ down.t()
 
 
-def reference(x32, weight32, bias32, lens, pooling):
-    """fp64 SPLADE vectors, in chunks of tokens."""
+def reference(x, weight, bias, lens, pooling):
+    """fp64 SPLADE vectors of these operands, in chunks of tokens."""
     rows = []
-    for seq in x32.split(lens.tolist()):
+    for seq in x.split(lens.tolist()):
         acc = None
         for part in seq.split(GEMM_CHUNK):
             act = torch.log1p(torch.relu(
-                part.double() @ weight32.double().t() + bias32.double()))
+                part.double() @ weight.double().t() + bias.double()))
             red = act.amax(0) if pooling == "max" else act.sum(0)
             acc = red if acc is None else (torch.maximum(acc, red)
                                            if pooling == "max" else acc + red)
@@ -145,7 +148,9 @@ def reference(x32, weight32, bias32, lens, pooling):
 
 
 @torch.inference_mode()
-def run(device: torch.device, module: Path, size: str) -> dict:
+def run(device: torch.device, module: Path, size: str, on_row=None) -> dict:
+    """Every case's row; `on_row(rows)` after each, so that a run cut
+    short still leaves what it measured."""
     math = load_math(module)
     timer = Timer(device)
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -174,7 +179,11 @@ def run(device: torch.device, module: Path, size: str) -> dict:
                 cols = math.block_columns(num_tokens, vocab, device)
                 for pooling in ("max", "sum"):
                     ref = refs[pooling]
+                    same = (ref if dtype == torch.float32 else
+                            reference(x, weight, bias, lens, pooling))
                     for reduction in REDUCTIONS:
+                        if reduction == "scatter" and device.type != "cpu":
+                            continue
                         offsets = offsets_for(math, device, lens, reduction)
                         pool = partial(math.pool_vocab_blocks, x, weight, bias,
                                        lens, offsets, pooling, "relu", cols)
@@ -187,6 +196,7 @@ def run(device: torch.device, module: Path, size: str) -> dict:
                                 if device.type == "cuda" else None)
                         pool_s = timer(pool)
                         err = (pooled.double() - ref).abs().max() / ref.max()
+                        own = (pooled.double() - same).abs().max() / same.max()
                         rows.append(dict(
                             vocab=name, vocab_size=vocab, hidden=hidden,
                             tokens=num_tokens, seq_len=seq_len, dtype=dname,
@@ -198,9 +208,12 @@ def run(device: torch.device, module: Path, size: str) -> dict:
                             peak_extra_bytes=peak,
                             logits_bytes=num_tokens * vocab * x.element_size(),
                             max_rel_err=err.item(),
+                            max_rel_err_same_operands=own.item(),
                             terms_flipped=int(((pooled != 0) != (ref != 0)).sum()),
                         ))
                         del pooled
+                        if on_row is not None:
+                            on_row(rows)
                 del x, weight, bias
     assert "vllm" not in sys.modules or sys.modules["vllm"] is None
     return {"device": (torch.cuda.get_device_name(device)
@@ -217,7 +230,12 @@ def main() -> None:
     parser.add_argument("--size", choices=SIZES, default="full")
     args = parser.parse_args()
     started = time.perf_counter()
-    result = run(torch.device(args.device), args.module, args.size)
+
+    def save(rows):
+        if args.out:
+            Path(args.out).write_text(json.dumps({"rows": rows}, indent=1))
+
+    result = run(torch.device(args.device), args.module, args.size, save)
     result["wall_s"] = time.perf_counter() - started
     for r in result["rows"]:
         print(f"{r['vocab']:6} {r['seq_len']:5}x{r['tokens'] // r['seq_len']:<3} "
@@ -226,7 +244,9 @@ def main() -> None:
               f"GEMM {r['gemm_s'] * 1e3:8.2f} ms  "
               f"x{r['pooler_over_gemm']:5.2f}  "
               f"/encoder x{r['pooler_over_encoder']:5.2f}  "
-              f"err {r['max_rel_err']:.1e}  flipped {r['terms_flipped']}")
+              f"err {r['max_rel_err']:.1e} "
+              f"(own {r['max_rel_err_same_operands']:.1e})  "
+              f"flipped {r['terms_flipped']}")
     print(f"wall {result['wall_s']:.0f} s")
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=1))
