@@ -7,8 +7,10 @@ hand: a missing run says so.
 Usage: write-pr-md.py TREE BRANCH FIRST LAST TITLE "DEPENDS-ON..."
 (the PR is the commits FIRST..LAST of the series, 1-based, BRANCH's tip
 being commit LAST)."""
+import re
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,6 +30,77 @@ def git(tree: str, *args: str) -> str:
                           check=True,
                           capture_output=True,
                           text=True).stdout
+
+
+# Which of vLLM 0.34.0's CI jobs collect a test, by its marks
+# (.buildkite/test_areas/models_language.yaml, hardware_tests/cpu.yaml,
+# test_areas/entrypoints.yaml).
+JUNIT = ROOT / "build/vllm-tests-run/fast.xml"
+
+
+def jobs_of(path: str, marks: set[str]) -> str:
+    if path.startswith("tests/entrypoints/pooling/"):
+        return "GPU per PR (Entrypoints: pooling)"
+    if not path.startswith("tests/models/language/"):
+        return "GPU per PR"
+    jobs = ["GPU per PR (core_model)" if "core_model" in marks else
+            "GPU nightly (Extended Pooling)"]
+    if "cpu_model" in marks and path.startswith("tests/models/language/pooling/"):
+        jobs.append("CPU per PR (cpu_model, 25-min shards)")
+    return ", ".join(jobs)
+
+
+def test_marks(text: str) -> dict[str, set[str]]:
+    """Each test function's pytest marks: its decorators' and the module's."""
+    module = set(re.findall(r"pytest\.mark\.(\w+)",
+                            "".join(re.findall(r"^pytestmark = .*$", text, re.M))))
+    marks: dict[str, set[str]] = {}
+    pending: set[str] = set()
+    for line in text.splitlines():
+        if line.startswith("@"):
+            pending |= set(re.findall(r"pytest\.mark\.(\w+)", line))
+        elif m := re.match(r"(?:async )?def (test_\w+)", line):
+            marks[m.group(1)] = pending | module
+            pending = set()
+        elif not line.startswith((" ", ")", "]")):
+            pending = set()
+    return marks
+
+
+def ci_time(tree: str, branch: str, span: str) -> None:
+    """The test functions this PR adds, the seconds they took in the last
+    `make test` (the series lane: this project's CPU build, compiled, on the
+    machine that ran it) and the vLLM CI jobs their marks put them in."""
+    added: dict[str, list[str]] = {}
+    path = None
+    for line in git(tree, "diff", span, "--", "tests/").splitlines():
+        if line.startswith("+++ "):
+            path = line[6:] if line.startswith("+++ b/") else None
+        elif path and (m := re.match(r"\+(?:async )?def (test_\w+)", line)):
+            added.setdefault(path, []).append(m.group(1))
+    print("## CI time\n")
+    if not added:
+        print("No test functions added.\n")
+        return
+    seconds: dict[tuple[str, str], float] = {}
+    if JUNIT.is_file():
+        for case in ET.parse(JUNIT).iter("testcase"):
+            key = (case.get("classname", "").replace(".", "/") + ".py",
+                   case.get("name", "").split("[")[0])
+            seconds[key] = seconds.get(key, 0.0) + float(case.get("time", 0))
+    else:
+        print("(no series lane run yet: `make test`, then `make pr`)\n")
+    print("| test file | tests added | seconds (last `make test`) | vLLM CI jobs |")
+    print("|---|---|---|---|")
+    total = 0.0
+    for path, names in added.items():
+        marks = test_marks(git(tree, "show", f"{branch}:{path}"))
+        secs = sum(seconds.get((path, n), 0.0) for n in names)
+        total += secs
+        jobs = sorted({jobs_of(path, marks.get(n, set())) for n in names})
+        print(f"| `{path}` | {len(names)} | {secs:.0f} | {'; '.join(jobs)} |")
+    print(f"\nIn all {total / 60:.1f} min on this project's 2-core CPU "
+          "build; vLLM's CPU shards and GPUs are faster.\n")
 
 
 def section(path: str, what: str) -> str:
@@ -80,7 +153,9 @@ def main() -> None:
     print("| file | + | - |\n|---|---|---|")
     for a, d, f in numstat:
         print(f"| `{f}` | {a} | {d} |")
-    print("\n## Test Plan\n")
+    print()
+    ci_time(tree, branch, span)
+    print("## Test Plan\n")
     print("- pre-commit's hooks at vLLM's pinned versions on the tree after "
           "every commit (`make lint`)")
     for t in tests:

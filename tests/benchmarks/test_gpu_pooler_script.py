@@ -32,6 +32,9 @@ def test_gpu_pooler_script_runs_on_torch_alone(tmp_path: Path):
         # a few units large, the sums in fp32 whatever the dtype.
         bound = {"fp32": 1e-5, "fp16": 5e-3, "bf16": 3e-2}[r["dtype"]]
         assert r["max_rel_err"] < bound, r
-        if r["pooling"] == "sum":  # the pooler's own error: sums in fp32
-            assert r["max_rel_err_same_operands"] < 2e-4, r
+        if r["pooling"] == "sum":
+            # The pooler's own error: sums in fp32 (on CPU of logits rounded
+            # once to the dtype; summed in bf16 they were 0.4-51% off).
+            own = {"fp32": 1e-5, "fp16": 1e-4, "bf16": 1e-3}[r["dtype"]]
+            assert r["max_rel_err_same_operands"] < own, r
         assert r["pooler_s"] > 0 and r["gemm_s"] > 0
