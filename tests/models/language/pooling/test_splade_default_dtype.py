@@ -12,13 +12,16 @@ segment_reduce's in bf16 half the value), so vLLM in half precision must
 be within a bound of the fp32 reference and about as close to it as
 sentence-transformers' own model in that dtype (within 50%: other kernels
 round other logits)."""
+import json
+import subprocess
+import sys
 from functools import partial
 
 import pytest
 import torch
 
 from tests.checkpoints import ensure_folder, save_sparse_encoder_of
-from tests.conftest import free_engine
+from tests.conftest import ROOT
 from tests.models.language.pooling.splade_texts import (PARITY_TEXTS,
                                                         long_passage)
 
@@ -63,21 +66,37 @@ def sentence_transformers(folder: str, texts: list[str],
                           batch_size=8).to_dense().float()
 
 
+# A process of its own: a compiled engine in half precision must not share
+# process-wide state with the session's fp32 engine.
+ENGINE = """
+import json, sys
+from vllm import LLM
+path, dtype, texts, out = sys.argv[1:5]
+kwargs = {} if dtype == "auto" else {"dtype": dtype}
+llm = LLM(model=path, **kwargs)  # no other flags: compiled, warm-up on
+json.dump({
+    "dtype": str(llm.model_config.dtype).removeprefix("torch."),
+    "compiled": llm.llm_engine.vllm_config.compilation_config.mode > 0,
+    "vectors": [o.outputs.embedding
+                for o in llm.embed(json.loads(texts), use_tqdm=False)],
+}, open(out, "w"))
+"""
+
+
 @pytest.mark.parametrize("dtype", [None, "bfloat16"])
-def test_half_precision_engine_is_close_to_fp32(folder, dtype):
+def test_half_precision_engine_is_close_to_fp32(folder, dtype, tmp_path):
     pooling, path = folder
     texts = texts_of(path)
-    from vllm import LLM
-    kwargs = {} if dtype is None else {"dtype": dtype}
-    llm = LLM(model=path, **kwargs)  # no other flags: compiled, warm-up on
-    try:
-        served = str(llm.model_config.dtype).removeprefix("torch.")
-        assert dtype is not None or served == "float16", served
-        assert llm.llm_engine.vllm_config.compilation_config.mode > 0
-        got = torch.tensor([o.outputs.embedding
-                            for o in llm.embed(texts, use_tqdm=False)])
-    finally:
-        free_engine(llm)
+    out = tmp_path / "vectors.json"
+    subprocess.run([
+        sys.executable, "-c", ENGINE, path, dtype or "auto",
+        json.dumps(texts), str(out)
+    ], cwd=ROOT, check=True, timeout=600)
+    result = json.loads(out.read_text())
+    served = result["dtype"]
+    assert dtype is not None or served == "float16", served
+    assert result["compiled"]
+    got = torch.tensor(result["vectors"])
     reference = partial(sentence_transformers, path, texts)
     want = reference(torch.float32)
     theirs = (reference(getattr(torch, served)) - want).abs().max()
