@@ -39,6 +39,7 @@ export VLLM_ENABLE_V1_MULTIPROCESSING=1 VLLM_CPU_KVCACHE_SPACE=1
 venv=$PWD/.venv-vllm-ci
 export PATH="$venv/bin:$PATH"
 export VLLM_TEST_SPLADE_MODEL="$PWD/build/models/splade-tiny"
+export VLLM_TEST_EMBED_MODEL="$PWD/build/models/all-MiniLM-L6-v2"
 py="$venv/bin/python"
 src=build/vllm
 out=build/vllm-tests-run
@@ -181,6 +182,7 @@ if [ "${1:-}" = --fast ]; then
     "$S/test_bge_m3.py::test_offline_dense_embed_is_unchanged[bge-m3]" \
     "$S/test_bge_m3.py::test_rows_of_token_ids" \
     tests/entrypoints/pooling/embed/test_embed_route.py tests/test_pooling_params.py \
+    tests/v1/engine/test_engine_core_no_kv_cache.py \
     -k "(bert or bge or coverage or splade or embed_sparse or embed_route) and not UltraVBert"
   exit
 fi

@@ -1,7 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 # SPDX-FileCopyrightText: Copyright contributors to the vLLM project
 
-from types import SimpleNamespace
 from unittest.mock import MagicMock, patch
 
 import numpy as np
@@ -96,7 +95,7 @@ def test_tied_decoder_loads_from_the_checkpoint_not_the_shard():
     mapper = WeightsMapper(orig_to_new_prefix={"decoder.": "mlm_head.decoder."})
 
     loaded = masked_lm.load_masked_lm_weights(
-        model, weights.items(), mapper, "embeddings.weight"
+        model, mapper.apply(weights.items()), "embeddings.weight"
     )
     assert loaded == {
         "embeddings.weight",
@@ -108,13 +107,94 @@ def test_tied_decoder_loads_from_the_checkpoint_not_the_shard():
     # Without the embeddings there is nothing to tie, nor for an untied
     # model: the loader's check of what is missing names the decoder.
     loaded = masked_lm.load_masked_lm_weights(
-        model, [("decoder.bias", weights["decoder.bias"])], mapper, "embeddings.weight"
+        model,
+        mapper.apply([("decoder.bias", weights["decoder.bias"])]),
+        "embeddings.weight",
     )
     assert loaded == {"mlm_head.decoder.bias"}
     loaded = masked_lm.load_masked_lm_weights(
-        model, weights.items(), mapper, "embeddings.weight", tie_word_embeddings=False
+        model,
+        mapper.apply(weights.items()),
+        "embeddings.weight",
+        tie_word_embeddings=False,
     )
     assert loaded == {"embeddings.weight", "mlm_head.decoder.bias"}
+
+@pytest.mark.cpu_model
+@pytest.mark.parametrize("tie_word_embeddings", [True, False])
+@pytest.mark.parametrize(
+    "present",
+    [
+        ("bias", "decoder.weight", "decoder.bias"),
+        ("bias",),
+        ("decoder.bias",),
+        ("bias", "decoder.bias"),
+    ],
+)
+@pytest.mark.parametrize("reverse", [False, True])
+@torch.inference_mode()
+def test_masked_lm_decoder_is_tied_as_transformers_ties_it(
+    tmp_path, tie_word_embeddings, present, reverse
+):
+    """Whatever decoder tensors a BERT checkpoint carries, in whatever
+    order, the decoder gets those that transformers' BertForMaskedLM loads:
+    its own where present, else, when tied, the word embeddings and
+    `cls.predictions.bias`."""
+    from safetensors.torch import save_file
+    from transformers import BertConfig
+    from transformers import BertForMaskedLM as HfBertForMaskedLM
+
+    from vllm.model_executor.models.bert import BertForMaskedLM
+    from vllm.model_executor.models.masked_lm import load_masked_lm_weights
+
+    config = BertConfig(
+        vocab_size=16,
+        hidden_size=8,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=16,
+        tie_word_embeddings=tie_word_embeddings,
+    )
+    torch.manual_seed(0)
+    state = {
+        k: v
+        for k, v in HfBertForMaskedLM(config).state_dict().items()
+        if not k.startswith("cls.predictions.") or k.startswith("cls.predictions.t")
+    }
+    for i, name in enumerate(present):
+        shape = (16, 8) if name == "decoder.weight" else (16,)
+        state[f"cls.predictions.{name}"] = torch.full(shape, float(i + 2))
+    config.save_pretrained(tmp_path)
+    save_file({k: v.contiguous() for k, v in state.items()}, tmp_path / "model.safetensors")
+    hf = HfBertForMaskedLM.from_pretrained(tmp_path).cls.predictions.decoder
+
+    model = nn.Module()
+    model.bert = nn.Module()
+    model.bert.embeddings = nn.Module()
+    model.bert.embeddings.word_embeddings = nn.Embedding(16, 8)
+    model.mlm_head = nn.Module()
+    model.mlm_head.decoder = nn.Linear(8, 16)
+    weights = [
+        (k, v)
+        for k, v in state.items()
+        if k.startswith(("bert.embeddings.word_embeddings.", "cls.predictions."))
+        and not k.startswith("cls.predictions.t")
+    ]
+    loaded = load_masked_lm_weights(
+        model,
+        BertForMaskedLM.hf_to_vllm_mapper.apply(weights[::-1] if reverse else weights),
+        "bert.embeddings.word_embeddings.weight",
+        tie_word_embeddings,
+    )
+    decoder = model.mlm_head.decoder
+    if tie_word_embeddings or "decoder.weight" in present:
+        assert torch.equal(decoder.weight, hf.weight)
+    else:  # transformers leaves it initialised at random; the loader refuses
+        assert "mlm_head.decoder.weight" not in loaded
+    if tie_word_embeddings or "decoder.bias" in present:
+        assert torch.equal(decoder.bias, hf.bias)
+    else:
+        assert "mlm_head.decoder.bias" not in loaded
 
 
 def _metadata(lens: list[int]) -> PoolingMetadata:
@@ -399,18 +479,6 @@ def test_sparse_static_embedding_loads_one_weight_per_token():
     for size in (597, 601):
         with pytest.raises(ValueError, match=rf"The table in q/ holds \({size},\)"):
             table.weight.weight_loader(table.weight, torch.zeros(size))
-
-
-@pytest.mark.cpu_model
-def test_splade_refuses_a_token_budget_below_max_model_len():
-    config = SimpleNamespace(
-        model_config=SimpleNamespace(max_model_len=512),
-        scheduler_config=SimpleNamespace(max_num_batched_tokens=256),
-    )
-    with pytest.raises(ValueError, match=r"max_num_batched_tokens \(256\)"):
-        splade._check_whole_prompts_fit(config)
-    config.scheduler_config.max_num_batched_tokens = 512
-    splade._check_whole_prompts_fit(config)
 
 
 @pytest.mark.cpu_model
