@@ -120,6 +120,7 @@ def test_tied_decoder_loads_from_the_checkpoint_not_the_shard():
     )
     assert loaded == {"embeddings.weight", "mlm_head.decoder.bias"}
 
+
 @pytest.mark.cpu_model
 @pytest.mark.parametrize("tie_word_embeddings", [True, False])
 @pytest.mark.parametrize(
@@ -165,7 +166,9 @@ def test_masked_lm_decoder_is_tied_as_transformers_ties_it(
         shape = (16, 8) if name == "decoder.weight" else (16,)
         state[f"cls.predictions.{name}"] = torch.full(shape, float(i + 2))
     config.save_pretrained(tmp_path)
-    save_file({k: v.contiguous() for k, v in state.items()}, tmp_path / "model.safetensors")
+    save_file(
+        {k: v.contiguous() for k, v in state.items()}, tmp_path / "model.safetensors"
+    )
     hf = HfBertForMaskedLM.from_pretrained(tmp_path).cls.predictions.decoder
 
     model = nn.Module()
