@@ -106,7 +106,7 @@ def test_tensor_parallel_2_equals_1(jobs, tmp_path):
 def test_stock_vllm_with_the_plugin_at_tensor_parallel_2(jobs, tmp_path):
     """Stock vLLM 0.34.0 (the unpatched CPU build) with the vllm-splade
     plugin serves the SPLADE families whose TP=2 needs no core fix (all but
-    ModernBERT, whose attention heads patch 5 fixes) at TP=2 with the
+    ModernBERT, whose attention heads patch 2 fixes) at TP=2 with the
     series' TP=1 vectors."""
     stock = os.environ.get("SPLADE_STOCK_SITE",
                            str(ROOT / "build/vllm-base-site"))

@@ -14,8 +14,6 @@ MODEL = os.environ.get(
 )
 
 
-@pytest.mark.core_model
-@pytest.mark.cpu_model
 def test_bert_embedding_refuses_a_step_shorter_than_max_model_len(monkeypatch):
     """Chunked prefill asked for, the scheduler config accepts a step of
     fewer tokens than max_model_len; the engine then turns it off, as the

@@ -14,7 +14,7 @@ from .test_splade import (
     save_random_splade,
 )
 
-pytestmark = pytest.mark.cpu_model
+pytestmark = [pytest.mark.core_model, pytest.mark.cpu_model]
 
 
 @pytest.fixture(scope="module")

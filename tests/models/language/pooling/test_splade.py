@@ -18,7 +18,7 @@ from functools import partial
 import pytest
 import torch
 
-pytestmark = pytest.mark.cpu_model
+pytestmark = [pytest.mark.core_model, pytest.mark.cpu_model]
 
 PRETRAINED = os.environ.get(
     "VLLM_TEST_SPLADE_MODEL", "naver/splade-cocondenser-ensembledistil"

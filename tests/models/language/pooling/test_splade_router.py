@@ -26,7 +26,7 @@ from .test_splade import (
     splade_runner,
 )
 
-pytestmark = pytest.mark.cpu_model
+pytestmark = [pytest.mark.core_model, pytest.mark.cpu_model]
 
 # Each query token's weight is the table's, exactly; only the float32
 # products of sentence-transformers' presence * weight may round apart.

@@ -26,6 +26,7 @@ from vllm.v1.worker.gpu.states import RequestState
 # ---------------------------------------------------------------------
 
 
+@pytest.mark.core_model
 @pytest.mark.cpu_model
 @pytest.mark.usefixtures("default_vllm_config")
 @pytest.mark.parametrize("hidden_act", ["gelu", "gelu_new", "relu"])
@@ -78,6 +79,7 @@ class _VocabShard(nn.Module):
         self.weight.weight_loader = lambda param, w: param.data.copy_(w[half:])
 
 
+@pytest.mark.core_model
 @pytest.mark.cpu_model
 @torch.inference_mode()
 def test_tied_decoder_loads_from_the_checkpoint_not_the_shard():
@@ -121,6 +123,7 @@ def test_tied_decoder_loads_from_the_checkpoint_not_the_shard():
     assert loaded == {"embeddings.weight", "mlm_head.decoder.bias"}
 
 
+@pytest.mark.core_model
 @pytest.mark.cpu_model
 @pytest.mark.parametrize("tie_word_embeddings", [True, False])
 @pytest.mark.parametrize(
@@ -223,6 +226,7 @@ def _random_head(hidden_size: int, vocab_size: int) -> BertMLMHead:
     return mlm_head
 
 
+@pytest.mark.core_model
 @pytest.mark.cpu_model
 @pytest.mark.usefixtures("default_vllm_config")
 @pytest.mark.parametrize("pooling", ["max", "sum"])
@@ -280,6 +284,7 @@ def test_reduction_offsets_chunk_long_sequences():
     assert splade_pooling.reduction_offsets(lens, 2).tolist() == chunks + seqs
 
 
+@pytest.mark.core_model
 @pytest.mark.cpu_model
 @pytest.mark.usefixtures("default_vllm_config")
 @pytest.mark.parametrize(
@@ -344,6 +349,7 @@ class _RecordOps(TorchDispatchMode):
         return func(*args, **kwargs)
 
 
+@pytest.mark.core_model
 @pytest.mark.cpu_model
 @pytest.mark.usefixtures("default_vllm_config")
 @pytest.mark.parametrize("pooling", ["max", "sum"])
@@ -393,6 +399,7 @@ def _static_embedding(vocab_size: int) -> SparseStaticEmbedding:
     return table
 
 
+@pytest.mark.core_model
 @pytest.mark.cpu_model
 @pytest.mark.usefixtures("default_vllm_config")
 @torch.inference_mode()
@@ -437,6 +444,7 @@ def test_splade_pooler_static_routes():
     torch.testing.assert_close(only, pooled[[0, 3]], rtol=0, atol=0)
 
 
+@pytest.mark.core_model
 @pytest.mark.cpu_model
 @pytest.mark.usefixtures("default_vllm_config")
 @torch.inference_mode()
@@ -484,6 +492,7 @@ def test_sparse_static_embedding_loads_one_weight_per_token():
             table.weight.weight_loader(table.weight, torch.zeros(size))
 
 
+@pytest.mark.core_model
 @pytest.mark.cpu_model
 @pytest.mark.usefixtures("default_vllm_config")
 def test_splade_pooler_refuses_unknown_pooling():
