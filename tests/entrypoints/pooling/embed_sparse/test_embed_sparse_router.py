@@ -13,7 +13,7 @@ import pytest
 import requests
 
 # The Router folder and sentence-transformers' vectors of the series' route
-# test (tests/entrypoints/pooling/embed/, patch 16).
+# test (tests/entrypoints/pooling/embed/, patch 17).
 from tests.entrypoints.pooling.embed.test_embed_route import (  # noqa: F401
     TEXTS,
     _assert_close,
