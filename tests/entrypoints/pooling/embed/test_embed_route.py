@@ -141,3 +141,23 @@ def test_bad_routes_are_refused(server: RemoteOpenAIServer):
         },
     )
     assert response.status_code == 400, response.text
+
+
+def test_cohere_input_type_names_a_route_without_prompts():
+    """A Router folder need not define prompts: Cohere's `input_type` still
+    picks the route it names, and any other value is refused."""
+    from types import SimpleNamespace
+
+    from vllm.entrypoints.pooling.embed.io_processor import EmbedIOProcessor
+    from vllm.entrypoints.pooling.embed.protocol import CohereEmbedRequest
+
+    processor = object.__new__(EmbedIOProcessor)
+    processor.model_config = SimpleNamespace(
+        hf_config=SimpleNamespace(sparse_router={"routes": ["query", "document"]})
+    )
+    processor.task_instructions = None
+    processor._validate_input_type("query")
+    request = CohereEmbedRequest(model="m", texts=["a"], input_type="query")
+    assert processor.create_pooling_params(request).route == "query"
+    with pytest.raises(ValueError, match="Unsupported input_type 'search_query'"):
+        processor._validate_input_type("search_query")
