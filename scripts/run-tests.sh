@@ -79,7 +79,7 @@ start_lane ours "ours (tests/)" pytest tests --ignore=tests/entrypoints/pooling 
   --ignore=tests/models/language/pooling/test_distilbert.py \
   --ignore=tests/models/language/pooling/test_modernbert.py \
   --ignore=tests/models/language/pooling/test_splade_router.py \
-  --ignore=tests/v1/engine/test_engine_core_no_kv_cache.py
+  --ignore=tests/engine/test_encoder_only_chunked_prefill.py
 start_lane series "vLLM: the series' tests + registry" scripts/vllm-tests.sh --fast
 start_lane plugin "vLLM: SPLADE on stock vLLM + the vllm-splade plugin" \
   scripts/vllm-tests.sh --plugin

@@ -182,7 +182,7 @@ if [ "${1:-}" = --fast ]; then
     "$S/test_bge_m3.py::test_offline_dense_embed_is_unchanged[bge-m3]" \
     "$S/test_bge_m3.py::test_rows_of_token_ids" \
     tests/entrypoints/pooling/embed/test_embed_route.py tests/test_pooling_params.py \
-    tests/v1/engine/test_engine_core_no_kv_cache.py \
+    tests/engine/test_encoder_only_chunked_prefill.py \
     -k "(bert or bge or coverage or splade or embed_sparse or embed_route) and not UltraVBert"
   exit
 fi

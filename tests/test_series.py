@@ -18,7 +18,7 @@ CARRIED = [
     "tests/models/language/pooling/test_modernbert.py",
     "tests/models/language/pooling/test_splade_router.py",
     "tests/entrypoints/pooling/embed/test_embed_route.py",
-    "tests/v1/engine/test_engine_core_no_kv_cache.py",
+    "tests/engine/test_encoder_only_chunked_prefill.py",
 ]
 
 
