@@ -55,6 +55,8 @@ def test_mlm_head_matches_transformers(hidden_act: str):
     assert head(hidden_states.bfloat16()).dtype == torch.float32
 
 
+@pytest.mark.core_model
+@pytest.mark.cpu_model
 def test_mlm_head_runs_in_the_model_dtype_unless_head_dtype_is_set():
     """The masked-LM head takes the model's dtype, not the fp32 default of
     vLLM's pooling heads; an explicit head_dtype is honoured."""
@@ -276,6 +278,8 @@ def test_splade_pooler_matches_reference_formula(
     assert pooler(hidden_states[:0], _metadata([])).shape == (0, V)
 
 
+@pytest.mark.core_model
+@pytest.mark.cpu_model
 def test_reduction_offsets_chunk_long_sequences():
     """Sequences longer than a chunk are reduced in chunks of one sequence,
     then each sequence's chunks; shorter ones in one level."""
@@ -480,6 +484,8 @@ def test_splade_pooler_static_routes_never_sync():
     assert len(to_device) == 6 and all(to_device), to_device
 
 
+@pytest.mark.core_model
+@pytest.mark.cpu_model
 def test_sparse_static_embedding_loads_one_weight_per_token():
     """One weight per token of the tokenizer, or per id of the model's padded
     vocabulary (the ids past the tokenizer's weigh nothing); a table smaller
