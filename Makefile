@@ -17,7 +17,7 @@ endif
 T := scripts/timed.sh
 
 .PHONY: help source apply refresh-patches update-pin check build-wheel build-cpu-base build-wheel-cpu \
-        checkpoint eval-inputs build-plugin setup lint lint-final test vllm-tests bench eval fuzz load-bench serve pr \
+        checkpoint eval-inputs build-plugin setup lint lint-final test vllm-tests bench eval index fuzz load-bench serve pr \
         lock clean
 
 help: ## This list
@@ -84,6 +84,9 @@ bench: setup ## Patched vs upstream SPLADE vs sentence-transformers vs floor -> 
 
 eval: setup ## Hybrid retrieval end to end: SPLADE + dense via vLLM into Milvus Lite, Seismic, bm25s -> docs/eval.md
 	scripts/eval.sh
+
+index: setup ## SPLADE vectors of a corpus on Ray Data over vLLM engines -> build/index/out (INDEX_ARGS; resumable)
+	$(T) index scripts/index.sh
 
 fuzz: setup ## Longer schemathesis + abuse run on the served model -> build/fuzz (FUZZ_SEEDS, FUZZ_EXAMPLES)
 	scripts/fuzz.sh

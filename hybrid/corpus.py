@@ -62,6 +62,17 @@ def read_packages(path: Path = CORPUS) -> list[Package]:
     return packages
 
 
+def doc_ids(packages: list[Package]) -> list[str]:
+    """An id per package: its name, and `name#2`, `name#3`... for the
+    repeats of a name (15 names come twice in bookworm's file)."""
+    seen: collections.Counter = collections.Counter()
+    ids = []
+    for p in packages:
+        seen[p.name] += 1
+        ids.append(p.name if seen[p.name] == 1 else f"{p.name}#{seen[p.name]}")
+    return ids
+
+
 def known_items(packages: list[Package]) -> list[Package]:
     """The packages whose synopsis identifies their long description."""
     synopses = collections.Counter(p.synopsis.lower() for p in packages)
@@ -80,6 +91,7 @@ class Task:
     queries: list[tuple[str, int]]  # (synopsis, id of its document)
     eligible: int  # packages a synopsis identifies
     packages: int  # entries in the file
+    doc_ids: list[str]  # doc i's id in `make index`'s corpus (doc_ids)
 
 
 def load_task(docs: int = 0, queries: int = 1000,
@@ -98,5 +110,6 @@ def load_task(docs: int = 0, queries: int = 1000,
     chosen = sorted(set(asked) | set(rng.sample(others, n_docs - len(asked))))
     doc_of = {i: d for d, i in enumerate(chosen)}  # corpus in file order
     task_queries = [(packages[i].synopsis, doc_of[i]) for i in sorted(asked)]
+    ids = doc_ids(packages)
     return Task([packages[i] for i in chosen], task_queries, len(eligible),
-                len(packages))
+                len(packages), [ids[i] for i in chosen])

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The three test lanes, run at once: our tests (tests/), the series' vLLM
+# The four test lanes, run at once: our tests (tests/), the series' vLLM
 # tests and the registry subset of vLLM's own suite on the patched build
-# (scripts/vllm-tests.sh --fast), and the plugin on stock vLLM (--plugin).
+# (scripts/vllm-tests.sh --fast), the plugin on stock vLLM (--plugin), and
+# `make index` on a two-node Ray cluster (tests/index).
 # A lane spends most of its time in single-threaded engine start-ups
 # (imports, compilation) and waits: alone, the stock lane kept 0.55 of the
 # 2 cores busy and the patched one 0.8, so together they take the time of
@@ -12,7 +13,7 @@
 # starts (every vLLM process of the lane logs its engine cores to
 # build/engine-starts/, scripts/engine-log.py) to build/timings.tsv; at
 # the end scripts/time-report.py prints where this run's time went and the
-# tests of all lanes in one closing line. LANES=ours,series,plugin picks
+# tests of all lanes in one closing line. LANES=ours,series,plugin,index picks
 # lanes (all by default).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -62,7 +63,7 @@ declare -A names=() logs=()
 start_lane() {  # start_lane KEY NAME CMD...: the lane in the background
   local key=$1 name=$2
   shift 2
-  [[ ,${LANES:-ours,series,plugin}, == *,$key,* ]] || return 0
+  [[ ,${LANES:-ours,series,plugin,index}, == *,$key,* ]] || return 0
   logs[$key]="build/lanes/$(slug "$name").log"
   lane "$name" "$@" >"${logs[$key]}" 2>&1 &
   names[$!]=$key
@@ -79,10 +80,13 @@ start_lane ours "ours (tests/)" pytest tests --ignore=tests/entrypoints/pooling 
   --ignore=tests/models/language/pooling/test_distilbert.py \
   --ignore=tests/models/language/pooling/test_modernbert.py \
   --ignore=tests/models/language/pooling/test_splade_router.py \
-  --ignore=tests/engine/test_encoder_only_chunked_prefill.py
+  --ignore=tests/engine/test_encoder_only_chunked_prefill.py --ignore=tests/index
 start_lane series "vLLM: the series' tests + registry" scripts/vllm-tests.sh --fast
 start_lane plugin "vLLM: SPLADE on stock vLLM + the vllm-splade plugin" \
   scripts/vllm-tests.sh --plugin
+# Its own lane: a Ray cluster and engine actors in processes of their own,
+# off the longest lane's path (ours).
+start_lane index "make index on Ray (tests/index)" pytest tests/index
 echo "== ${#names[@]} lanes running at once: ${logs[*]}"
 
 # Progress while they run: each running lane's last line, every 3 minutes.
