@@ -7,6 +7,8 @@
 # and two servers; write docs/eval.md and docs/eval.png.
 #   EVAL_DOCS=10000 EVAL_QUERIES=1000 (EVAL_DOCS=0: every package with a
 #   long description, ~64k)
+#   EVAL_INDEX=build/index/out: the documents' SPLADE vectors from
+#   `make index`'s output (same model folder), not through the server
 #   eval.sh --smoke: 300 documents, 50 queries, no scale-out; the page goes
 #   to build/eval/smoke/, docs/ is untouched
 set -euo pipefail
@@ -76,7 +78,8 @@ ready "$port" $((port + 1))
 "$py" -m hybrid.run "$out/results.json" --work "$out" \
   --sparse-url "http://127.0.0.1:$port" --sparse-model "$sparse" \
   --dense-url "http://127.0.0.1:$((port + 1))" --dense-model "$dense" \
-  --docs "$docs" --queries "$queries"
+  --docs "$docs" --queries "$queries" \
+  ${EVAL_INDEX:+--sparse-index "$EVAL_INDEX"}
 stop
 
 # 2. SPLADE encoding as it scales out on this machine, same documents.

@@ -10,11 +10,12 @@ import io
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from hybrid import models, report, run
+from hybrid import corpus, models, report, run
 from tests.utils import SpladeServer, usage_example
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -142,3 +143,37 @@ def test_the_haystack_example_runs(servers, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.startswith(
         "['Paris is the capital and largest city of France.'"), proc.stdout
+
+
+def test_splade_vectors_from_make_index_score_the_same(servers, results,
+                                                       tmp_path):
+    """`make eval EVAL_INDEX=...`: the documents' SPLADE vectors from `make
+    index`'s shards (a local Ray, one engine actor: stock vLLM + the
+    plugin, fp32) instead of the server's; every method scores as before."""
+    from tests.index.cluster import ENV
+    s, d, sparse, dense = servers
+    task = corpus.load_task(DOCS, QUERIES)
+    jsonl = tmp_path / "docs.jsonl"
+    jsonl.write_text("".join(
+        json.dumps({"id": i, "text": p.text}) + "\n"
+        for i, p in zip(task.doc_ids, task.docs)))
+    site = os.environ.get("SPLADE_STOCK_SITE", str(ROOT / "build/vllm-base-site"))
+    index = tmp_path / "index"
+    proc = subprocess.run(
+        [sys.executable, "-m", "index.run", "--input", str(jsonl), "--out",
+         str(index), "--model", sparse, "--dtype", "float32", "--shard-size",
+         "100", "--vllm-site", site],
+        cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = run.main([
+        str(tmp_path / "results.json"), "--work", str(tmp_path),
+        "--sparse-url", s.url, "--sparse-model", sparse,
+        "--dense-url", d.url, "--dense-model", dense,
+        "--docs", str(DOCS), "--queries", str(QUERIES),
+        "--sparse-index", str(index)
+    ])
+    assert out["indexing"]["splade_from"] == str(index)
+    for name, m in results[1]["methods"].items():
+        for metric in ("ndcg@10", "mrr@10", "recall@100"):
+            assert out["methods"][name][metric] == m[metric], (name, metric)
+    assert out["reference"]["differ"] == 0
